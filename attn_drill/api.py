@@ -1,0 +1,178 @@
+"""What a grader module (graders/<id>.py) sees: Case, Ctx, Failure and trace rules.
+
+A grader exports one function:
+
+    def cases(ctx: Ctx) -> list[Case]
+
+The engine builds the reference in float64 (ground truth), the reference in the case's
+dtype (to measure the dtype's own error) and the submission in the case's dtype, with the
+reference's parameters copied in, runs all three on the same inputs, and compares outputs
+and gradients under a random upstream gradient. A Case with `check=` runs a custom check
+instead (figures, formulas, unit tests, properties).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+
+@dataclass
+class Failure:
+    """A failed custom check. `mistake` names a known mistake when the check recognises it."""
+    message: str
+    mistake: str | None = None
+
+
+@dataclass
+class OpRecord:
+    name: str                         # e.g. "aten.softmax.default" / "aten._softmax.default"
+    phase: str                        # "forward" or "backward"
+    in_dtypes: tuple                  # dtypes of tensor inputs, in order
+    in_shapes: tuple
+    out_shapes: tuple                 # shapes of tensor outputs
+    out_numel: int                    # numel of the largest tensor output
+
+
+class TraceRule:
+    """A constraint on the aten ops the submission runs (forward and backward)."""
+    def check(self, ops: list[OpRecord], case: "Case") -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class MaxNumel(TraceRule):
+    """No op may produce a tensor with more than `limit` elements (e.g. no full Lq x Lk scores)."""
+    limit: int
+    what: str = "intermediate tensor"
+    phases: tuple = ("forward", "backward")
+
+    def check(self, ops, case):
+        big = [o for o in ops if o.phase in self.phases and o.out_numel > self.limit
+               and not o.name.startswith(("aten.detach", "aten.view", "aten._to_copy", "aten.t.",
+                                          "aten.transpose", "aten.expand", "aten.clone"))]
+        if big:
+            worst = max(big, key=lambda o: o.out_numel)
+            return (f"{worst.name} made a tensor of shape {list(max(worst.out_shapes, key=_numel))} "
+                    f"({worst.out_numel} elements) in the {worst.phase} pass; the limit for this case is "
+                    f"{self.limit} elements (no {self.what})")
+        return None
+
+
+@dataclass
+class OpInputDtype(TraceRule):
+    """Every call of an op whose name contains `op` must receive `dtype` inputs (e.g. softmax in fp32)."""
+    op: str
+    dtype: torch.dtype
+    phases: tuple = ("forward",)
+
+    def check(self, ops, case):
+        seen = [o for o in ops if self.op in o.name and o.phase in self.phases]
+        if not seen:
+            return f"no {self.op} op ran; this case checks what {self.op} receives"
+        bad = [o for o in seen if o.in_dtypes and o.in_dtypes[0] != self.dtype]
+        if bad:
+            return (f"{bad[0].name} received {bad[0].in_dtypes[0]} input; it must receive {self.dtype} "
+                    f"(upcast before the {self.op})")
+        return None
+
+
+@dataclass
+class Case:
+    name: str                           # unique in the problem; used by --case to replay
+    target: str                         # the interface name to call (class or function)
+    inputs: dict[str, Any] = field(default_factory=dict)   # positional, in order
+    kwargs: dict[str, Any] = field(default_factory=dict)   # keyword
+    init: dict[str, Any] | None = None  # constructor kwargs; None means target is a function
+    dtype: torch.dtype = torch.float64  # floating inputs and parameters are cast to it
+    device: str = "cpu"                 # "cuda" cases are skipped with a reason when CUDA is absent
+    autocast: torch.dtype | None = None  # run under torch.autocast(device, dtype=autocast)
+    grad: bool = True                   # compare gradients w.r.t. floating `inputs` and parameters
+    train: bool = False                 # module.train() instead of .eval()
+    deterministic: bool = True          # run the submission twice and require the same answer
+    run: Callable[..., Any] | None = None   # run(impl, *inputs, **kwargs) -> output; impl = module or function
+    check: Callable[[Any, Any, "Case"], Iterable[Failure | str]] | None = None  # check(sub_mod, ref_mod, case)
+    trace: tuple[TraceRule, ...] = ()   # constraints on the ops the submission runs
+    exact: bool = False                 # non-float outputs and exact=True floats must be equal
+    rtol: float | None = None           # override the dtype's relative tolerance (rarely needed)
+    note: str = ""                      # mask / layout words for the report, e.g. "causal+pad"
+    output_names: tuple[str, ...] | None = None  # names for tuple outputs, e.g. ("dQ", "dK", "dV")
+    axes: tuple[str, str] = ("query", "key")     # labels of the last two dims for the heatmap
+    cuda_reason: str = "needs a CUDA device"
+    seed: int = 0                       # filled in by the engine from the master seed and name
+
+    @property
+    def is_check(self) -> bool:
+        return self.check is not None
+
+    def shapes(self) -> str:
+        parts = []
+        for k, v in {**self.inputs, **self.kwargs}.items():
+            if isinstance(v, torch.Tensor):
+                parts.append(f"{k}{tuple(v.shape)}")
+        return " ".join(parts)
+
+
+class Ctx:
+    """Deterministic randomness and helpers for building cases from one master seed."""
+
+    def __init__(self, seed: int, full: bool = False, settings: dict | None = None, cuda: bool | None = None):
+        self.seed = int(seed)
+        self.full = bool(full)
+        self.settings = dict(settings or {})
+        self.cuda = torch.cuda.is_available() if cuda is None else cuda
+        self.gen = torch.Generator().manual_seed(self.seed)
+
+    def randn(self, *shape: int, scale: float = 1.0) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.gen, dtype=torch.float64) * scale
+
+    def rand(self, *shape: int) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.gen, dtype=torch.float64)
+
+    def randint(self, low: int, high: int, shape=()) -> torch.Tensor:
+        return torch.randint(low, high, tuple(shape), generator=self.gen)
+
+    def int(self, low: int, high: int) -> int:
+        """A random int in [low, high]."""
+        return int(torch.randint(low, high + 1, (), generator=self.gen))
+
+    def choice(self, seq):
+        seq = list(seq)
+        return seq[self.int(0, len(seq) - 1)]
+
+    def lengths(self, batch: int, length: int, min_len: int = 1) -> torch.Tensor:
+        """Valid lengths per batch row: the first row full, the others random in [min_len, length]."""
+        lens = torch.randint(min_len, length + 1, (batch,), generator=self.gen)
+        lens[0] = length
+        if batch > 1 and length > min_len:
+            lens[1] = min(lens[1].item(), length - 1)
+        return lens
+
+
+def padding_mask(lengths: torch.Tensor, length: int) -> torch.Tensor:
+    """(B, L) bool, True = padding (ignored), right-padded after each row's valid length."""
+    return torch.arange(length)[None, :] >= lengths[:, None]
+
+
+def causal_keep(lq: int, lk: int | None = None) -> torch.Tensor:
+    """(Lq, Lk) bool, True = may attend; bottom-right aligned when Lk > Lq (a KV-cache suffix)."""
+    lk = lq if lk is None else lk
+    return torch.ones(lq, lk, dtype=torch.bool).tril(diagonal=lk - lq)
+
+
+def case_seed(master: int, name: str) -> int:
+    digest = hashlib.sha256(f"{master}:{name}".encode()).digest()
+    return int.from_bytes(digest[:6], "little")
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+__all__ = ["Case", "Ctx", "Failure", "OpRecord", "TraceRule", "MaxNumel", "OpInputDtype",
+           "padding_mask", "causal_keep", "case_seed"]

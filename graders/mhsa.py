@@ -1,0 +1,44 @@
+"""Cases for `mhsa`: shapes, padding, 2-D and 3-D attention masks, large logits, dtypes."""
+import torch
+
+from attn_drill.api import Case, Ctx, causal_keep, padding_mask
+
+TARGET = "MultiHeadSelfAttention"
+
+
+def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, mask=None, scale=1.0):
+    E = H * D
+    kwargs, notes = {}, []
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    if mask == "causal":
+        kwargs["attn_mask"] = causal_keep(L)
+        notes.append("causal 2-D")
+    elif mask == "random3d":
+        keep = ctx.rand(B, L, L) > 0.4
+        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
+        kwargs["attn_mask"] = keep
+        notes.append("random 3-D")
+    return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
+                note="+".join(notes) or ("large logits" if scale > 1 else ""))
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case(ctx, "basic_fp64", 2, 7, 3, 5, torch.float64),
+        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, pad=True),
+        _case(ctx, "causal_fp32", 2, 6, 4, 5, torch.float32, mask="causal"),
+        _case(ctx, "mask3d_pad_fp32", 3, 5, 3, 6, torch.float32, pad=True, mask="random3d"),
+        _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
+        _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
+    ]
+    if ctx.full:
+        for i in range(6):
+            B, L, H, D = ctx.int(1, 4), ctx.int(1, 23), ctx.int(1, 5), ctx.int(2, 11)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            out.append(_case(ctx, f"random{i}", B, L, H, D, dtype, pad=bool(ctx.int(0, 1)),
+                             mask=ctx.choice([None, "causal", "random3d"])))
+    return out
