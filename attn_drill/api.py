@@ -108,11 +108,10 @@ class Case:
         return self.check is not None
 
     def shapes(self) -> str:
-        parts = []
-        for k, v in {**self.inputs, **self.kwargs}.items():
-            if isinstance(v, torch.Tensor):
-                parts.append(f"{k}{tuple(v.shape)}")
-        return " ".join(parts)
+        """Compact shapes of the positional tensor inputs, e.g. 'x 2×7×15'."""
+        parts = [f"{k} {'×'.join(map(str, v.shape)) or 'scalar'}" for k, v in self.inputs.items()
+                 if isinstance(v, torch.Tensor)]
+        return ", ".join(parts)
 
 
 class Ctx:

@@ -80,6 +80,7 @@ class Spec:
     hints: tuple[Text, ...]
     mistakes: tuple[Mistake, ...]
     forbidden: tuple[str, ...] = ()   # per-problem names, on top of GLOBAL_FORBIDDEN
+    allow: tuple[str, ...] = ()       # names of GLOBAL_FORBIDDEN this problem allows (e.g. a unit test of MHA)
     required: tuple[Required, ...] = ()
     seed_section: int | None = None
     cuda: str = "none"      # none | optional: whether the grader has CUDA-only cases
@@ -88,7 +89,7 @@ class Spec:
 
     @property
     def all_forbidden(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(GLOBAL_FORBIDDEN + self.forbidden))
+        return tuple(n for n in dict.fromkeys(GLOBAL_FORBIDDEN + self.forbidden) if n not in self.allow)
 
     def mistake(self, mid: str) -> Mistake | None:
         return next((m for m in self.mistakes if m.id == mid), None)
@@ -173,6 +174,10 @@ def parse_spec(data: Any, path: Path) -> Spec:
     forbidden = data.get("forbidden") or []
     if not isinstance(forbidden, list) or not all(isinstance(f, str) for f in forbidden):
         raise SpecError(path, "forbidden", "should be a list of names", "e.g. forbidden: [repeat_interleave]")
+    allow = data.get("allow") or []
+    if not isinstance(allow, list) or not all(a in GLOBAL_FORBIDDEN for a in allow):
+        raise SpecError(path, "allow", "should list names from the global forbidden list",
+                        f"use some of: {', '.join(GLOBAL_FORBIDDEN)}")
     cuda = data.get("cuda", "none")
     if cuda not in ("none", "optional"):
         raise SpecError(path, "cuda", f"'{cuda}' is not known", "use none or optional")
@@ -180,7 +185,7 @@ def parse_spec(data: Any, path: Path) -> Spec:
     if not isinstance(settings, dict):
         raise SpecError(path, "settings", "should be a mapping", "e.g. settings: {heads: [2, 3]}")
     known = {"format_version", "id", "title", "statement", "difficulty", "tags", "minutes", "kind",
-             "interface", "hints", "mistakes", "forbidden", "required", "seed_section", "cuda",
+             "interface", "hints", "mistakes", "forbidden", "allow", "required", "seed_section", "cuda",
              "time_limit", "settings"}
     extra = sorted(set(data) - known)
     if extra:
@@ -193,7 +198,8 @@ def parse_spec(data: Any, path: Path) -> Spec:
         difficulty=difficulty, tags=tuple(tags), minutes=minutes, kind=kind,
         interface=tuple(interface),
         hints=tuple(_text(h, path, f"hints[{i}]") for i, h in enumerate(hints)),
-        mistakes=tuple(mistakes), forbidden=tuple(forbidden), required=tuple(required),
+        mistakes=tuple(mistakes), forbidden=tuple(forbidden), allow=tuple(allow),
+        required=tuple(required),
         seed_section=data.get("seed_section"), cuda=cuda,
         time_limit=float(data.get("time_limit", 30.0)), settings=settings,
     )

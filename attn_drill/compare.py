@@ -1,0 +1,119 @@
+"""Compare a submission's tensor with the float64 ground truth, judged by the dtype's own error.
+
+The rule (after flash-attention's tests and torch.testing.assert_close):
+  allowed_abs = max(k * reference_error_in_this_dtype, atol[dtype])   k = 2 forward, 3 gradients
+  an element passes when |got - truth| <= allowed_abs + rtol[dtype] * |truth|
+  and the whole tensor must also pass a relative-norm gate ||got - truth|| / ||truth|| <= gate[dtype],
+  so a zero or constant output never passes, however loose the absolute floor.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+# dtype -> (atol floor, rtol, relative-norm gate)
+TOLERANCES = {
+    torch.float64: (1e-9, 1e-7, 1e-6),
+    torch.float32: (1e-5, 1.3e-6, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2, 6e-2),
+    torch.float16: (1e-5, 1e-3, 1e-2),
+}
+K_FORWARD, K_GRAD = 2.0, 3.0
+HEAT_ROWS, HEAT_COLS = 16, 40
+
+
+def tolerance(dtype: torch.dtype):
+    return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+
+
+def _index(flat_idx: int, shape) -> list[int]:
+    idx = []
+    for s in reversed(list(shape)):
+        idx.append(flat_idx % s if s else 0)
+        flat_idx //= s if s else 1
+    return list(reversed(idx))
+
+
+def compare(got: torch.Tensor, truth: torch.Tensor, ref_low: torch.Tensor | None, dtype: torch.dtype,
+            grad: bool = False, rtol: float | None = None) -> dict:
+    """Judge `got` (any dtype) against `truth` (float64). `ref_low` is the reference run in `dtype`."""
+    atol, rtol_d, gate = tolerance(dtype)
+    rtol = rtol_d if rtol is None else rtol
+    truth = truth.detach().to("cpu", torch.float64)
+    g = got.detach().to("cpu", torch.float64)
+    ref_err = 0.0
+    if ref_low is not None and dtype != torch.float64:
+        r = ref_low.detach().to("cpu", torch.float64)
+        finite = torch.isfinite(r) & torch.isfinite(truth)
+        if finite.any():
+            ref_err = float((r - truth)[finite].abs().max())
+    k = K_GRAD if grad else K_FORWARD
+    allowed_abs = max(k * ref_err, atol)
+    diff = (g - truth).abs()
+    bound = allowed_abs + rtol * truth.abs()
+    nonfinite = ~torch.isfinite(g)
+    bad = (diff > bound) | nonfinite
+    bad &= torch.isfinite(truth)  # the truth is never NaN by construction; be safe
+    n = truth.numel()
+    finite_diff = torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff))
+    result = {
+        "ok": True, "total": n, "mismatched": int(bad.sum()), "allowed_abs": allowed_abs, "rtol": rtol,
+        "ref_err": ref_err, "max_abs": 0.0, "max_abs_index": [], "max_rel": 0.0, "max_rel_index": [],
+        "relnorm": 0.0, "gate": gate, "nonfinite": int(nonfinite.sum()), "nonfinite_index": [],
+    }
+    if n == 0:
+        return result
+    i = int(finite_diff.reshape(-1).argmax())
+    result["max_abs"] = float(finite_diff.reshape(-1)[i])
+    result["max_abs_index"] = _index(i, truth.shape)
+    rel = finite_diff / truth.abs().clamp_min(1e-300)
+    rel = torch.where(truth.abs() > 0, rel, torch.zeros_like(rel))
+    j = int(rel.reshape(-1).argmax())
+    result["max_rel"] = float(rel.reshape(-1)[j])
+    result["max_rel_index"] = _index(j, truth.shape)
+    if result["nonfinite"]:
+        result["nonfinite_index"] = _index(int(nonfinite.reshape(-1).nonzero()[0]), truth.shape)
+    norm_t = float(truth.norm())
+    denom = max(norm_t, atol * math.sqrt(n))
+    result["relnorm"] = float(torch.where(nonfinite, torch.zeros_like(diff), diff).norm()) / denom
+    if result["nonfinite"]:
+        result["relnorm"] = float("inf")
+    result["ok"] = result["mismatched"] == 0 and result["relnorm"] <= gate
+    return result
+
+
+def detail(got: torch.Tensor, truth: torch.Tensor, cmp: dict, axes=("query", "key")) -> dict:
+    """Got against expected around the worst element, and a heatmap of the error over the last two dims."""
+    truth = truth.detach().to("cpu", torch.float64)
+    g = got.detach().to("cpu", torch.float64)
+    worst = cmp["nonfinite_index"] or cmp["max_abs_index"]
+    out = {"index": worst, "window": [], "heatmap": None, "axes": list(axes)}
+    if truth.dim() == 0:
+        out["window"] = [{"index": [], "got": float(g), "expected": float(truth)}]
+        return out
+    lead = tuple(worst[:-1])
+    row_g, row_t = g[lead], truth[lead]
+    c = worst[-1]
+    lo, hi = max(0, c - 3), min(row_t.numel(), c + 4)
+    out["window"] = [{"index": list(lead) + [j], "got": float(row_g[j]), "expected": float(row_t[j])}
+                     for j in range(lo, hi)]
+    if truth.dim() >= 2:
+        lead2 = tuple(worst[:-2])
+        bound = cmp["allowed_abs"] + cmp["rtol"] * truth[lead2].abs()
+        err = (g[lead2] - truth[lead2]).abs()
+        ratio = torch.where(torch.isfinite(err), err / bound, torch.full_like(err, 1e9))
+        ratio = _pool(ratio, HEAT_ROWS, HEAT_COLS)
+        out["heatmap"] = {"leading_index": list(lead2), "rows": truth.shape[-2], "cols": truth.shape[-1],
+                          "ratio": [[round(float(v), 3) for v in r] for r in ratio]}
+    return out
+
+
+def _pool(m: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Max-pool a 2-D map down to at most rows x cols cells."""
+    r, c = m.shape
+    if r <= rows and c <= cols:
+        return m
+    m = m.clamp_max(1e9)[None, None]
+    out = torch.nn.functional.adaptive_max_pool2d(m, (min(r, rows), min(c, cols)))
+    return out[0, 0]

@@ -1,0 +1,199 @@
+"""The one layer that turns results into rich output (and exercism-style JSON). No torch."""
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .results import ERROR, FAIL, PASS, SKIP, CaseResult, Report
+
+STYLE = {PASS: "green", FAIL: "red", ERROR: "red", SKIP: "yellow", "-": "dim"}
+WORD = {PASS: "PASS", FAIL: "FAIL", ERROR: "ERROR", SKIP: "skip", "-": "-"}
+
+
+def console(stderr: bool = False) -> Console:
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+
+
+def _v(status: str) -> Text:
+    return Text(WORD.get(status, status), style=STYLE.get(status, ""))
+
+
+def _num(x) -> str:
+    return "" if x is None else f"{x:.2g}"
+
+
+# ---------------------------------------------------------------- check report
+def report(r: Report, title: str = "", lang: str = "en") -> Group:
+    parts = []
+    verdict = Text(" PASS ", style="bold black on green") if r.status == PASS else \
+        Text(f" {r.status.upper()} ", style="bold white on red")
+    head = Text.assemble(verdict, "  ", (r.problem, "bold"), f"  {title}\n",
+                         ("file ", "dim"), _rel(r.file), ("   seed ", "dim"), str(r.seed),
+                         ("   full" if r.full else ""), ("   time ", "dim"), f"{r.seconds:.2f} s\n", r.message)
+    parts.append(Panel(head, expand=True, border_style=STYLE.get(r.status, "")))
+    if r.problem_error:
+        parts.append(_problem(r.problem_error, "Your code could not be graded" if r.status == ERROR else
+                              "Your code failed"))
+    if r.cases:
+        parts.append(_case_table(r.cases))
+    for f in r.findings:
+        where = f"line {f['line']}: " if f["line"] else ""
+        parts.append(Text(f"  ✗ {where}{f['message']}", style="red"))
+    first = r.first_failure()
+    if first is not None:
+        parts.append(_failure(first, lang))
+    if r.diagnosis:
+        text = r.diagnosis.zh if lang == "zh" else r.diagnosis.en
+        parts.append(Panel(Text(text), title=f"looks like a known mistake: {r.diagnosis.mistake}",
+                           border_style="magenta", expand=True))
+    for w in r.warnings:
+        parts.append(Text(f"  note: {w}", style="yellow"))
+    if r.output.strip():
+        out = r.output.strip()
+        parts.append(Panel(Text(out[-1500:]), title="your code printed", border_style="dim"))
+    if r.replay:
+        parts.append(Text.assemble(("replay: ", "dim"), (r.replay, "bold")))
+    return Group(*parts)
+
+
+def _rel(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
+def _problem(p, title: str) -> Panel:
+    body = Text(p.message + "\n")
+    for fr in p.frames:
+        body.append(f"  {fr.file}:{fr.line}", style="bold cyan")
+        body.append(f" in {fr.func}\n")
+        if fr.code:
+            body.append(f"      {fr.code}\n", style="yellow")
+    return Panel(body, title=f"{title} ({p.kind})", border_style="red", expand=True)
+
+
+def _case_table(cases: list[CaseResult]) -> Table:
+    t = Table(title=None, show_lines=False, pad_edge=False, expand=False)
+    for col in ("case", "inputs", "dtype", "mask", "fwd", "grad", "err", "tol", "ms"):
+        t.add_column(col, no_wrap=col in ("case", "fwd", "grad", "err", "tol", "dtype"),
+                     justify="right" if col in ("ms", "err", "tol") else "left")
+    for c in cases:
+        fwd = _v(c.forward) if c.status != SKIP else _v(SKIP)
+        t.add_row(Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype), c.note, fwd,
+                  _v(c.gradient) if c.status != SKIP else Text(""), _num(c.max_error), _num(c.allowed),
+                  f"{c.time_ms:.0f}")
+    return t
+
+
+def _short(dtype: str) -> str:
+    for long, short in (("float64", "fp64"), ("float32", "fp32"), ("bfloat16", "bf16"), ("float16", "fp16")):
+        dtype = dtype.replace(long, short)
+    return dtype
+
+
+def _failure(c: CaseResult, lang: str) -> Panel:
+    rows = [Text(c.message, style="bold")]
+    if c.problem:
+        rows.append(_problem(c.problem, "Exception in your code"))
+    for msg in c.checks[1:]:
+        rows.append(Text(f"• {msg}"))
+    cmp = c.compare
+    if cmp and not cmp["ok"]:
+        share = 100.0 * cmp["mismatched"] / max(cmp["total"], 1)
+        rows.append(Text(
+            f"Mismatched elements: {cmp['mismatched']} / {cmp['total']} ({share:.1f}%)\n"
+            f"Greatest absolute difference: {cmp['max_abs']:.4g} at index {tuple(cmp['max_abs_index'])} "
+            f"(up to {cmp['allowed_abs']:.2g} + {cmp['rtol']:.2g}·|expected| allowed)\n"
+            f"Greatest relative difference: {cmp['max_rel']:.4g} at index {tuple(cmp['max_rel_index'])}\n"
+            f"Relative error norm: {cmp['relnorm']:.3g} (gate {cmp['gate']:.2g}); the reference's own error in "
+            f"this dtype: {cmp['ref_err']:.2g}"))
+    if c.detail:
+        rows.append(_window(c.detail))
+        if c.detail.get("heatmap"):
+            rows.append(_heatmap(c.detail["heatmap"], c.detail.get("axes", ["query", "key"]), c.tensor))
+    return Panel(Group(*rows), title=f"first failing case: {c.name}", border_style="red", expand=True)
+
+
+def _window(d: dict) -> Table:
+    t = Table(title=f"got vs expected around index {tuple(d['index'])}", title_justify="left", pad_edge=False)
+    for col in ("index", "got", "expected", "diff"):
+        t.add_column(col, justify="right")
+    for w in d["window"]:
+        diff = w["got"] - w["expected"]
+        mark = "bold red" if list(w["index"]) == list(d["index"]) else ""
+        t.add_row(str(tuple(w["index"])), f"{w['got']:.6g}", f"{w['expected']:.6g}", Text(f"{diff:+.3g}", style=mark))
+    return t
+
+
+SHADES = [(1.0, "·", "green"), (10.0, "░", "yellow"), (100.0, "▒", "dark_orange"), (1e3, "▓", "red"),
+          (float("inf"), "█", "bold red")]
+
+
+def _heatmap(h: dict, axes, tensor: str) -> Text:
+    out = Text()
+    lead = f" at leading index {tuple(h['leading_index'])}" if h["leading_index"] else ""
+    out.append(f"error of `{tensor}`{lead} over ({axes[0]} ↓, {axes[1]} →), {h['rows']}×{h['cols']}"
+               f"{' (max-pooled)' if len(h['ratio']) < h['rows'] or len(h['ratio'][0]) < h['cols'] else ''}; "
+               f"· within tolerance, ░ ▒ ▓ █ = 10×, 100×, 1000×, more:\n", style="dim")
+    for row in h["ratio"]:
+        for v in row:
+            for limit, ch, style in SHADES:
+                if v <= limit:
+                    out.append(ch, style=style)
+                    break
+        out.append("\n")
+    return out
+
+
+# ---------------------------------------------------------------- exercism JSON
+def exercism(r: Report) -> dict:
+    """The exercism test-runner format, version 3, plus per-case numbers under `attn_drill`."""
+    tests = []
+    for c in r.cases:
+        status = {PASS: "pass", FAIL: "fail", ERROR: "error", SKIP: "pass"}[c.status]
+        msg = c.message or None
+        if c.diagnosis:
+            msg = f"{msg} Looks like: {c.diagnosis.mistake}: {c.diagnosis.en}"
+        tests.append({
+            "name": c.name, "status": status, "message": msg if status != "pass" else None,
+            "output": None, "test_code": f"attn-drill check {r.problem} --seed {r.seed} --case {c.name}",
+            "task_id": None,
+            "attn_drill": {"skipped": c.status == SKIP, "skip_reason": c.message if c.status == SKIP else None,
+                           "shapes": c.shapes, "dtype": c.dtype, "note": c.note, "seed": r.seed,
+                           "forward": c.forward, "gradient": c.gradient, "tensor": c.tensor or None,
+                           "max_error": c.max_error, "allowed": c.allowed, "time_ms": round(c.time_ms, 3),
+                           "mismatched": c.compare["mismatched"] if c.compare else None,
+                           "total": c.compare["total"] if c.compare else None,
+                           "diagnosis": c.diagnosis.mistake if c.diagnosis else None},
+        })
+    message = None
+    if r.status != PASS:
+        message = r.message
+        if r.problem_error:
+            fr = r.problem_error.frames[-1] if r.problem_error.frames else None
+            message = r.problem_error.message + (f" ({fr.file}:{fr.line})" if fr else "")
+    return {
+        "version": 3, "status": r.status, "message": message,
+        "tests": tests,
+        "attn_drill": {"problem": r.problem, "file": r.file, "seed": r.seed, "full": r.full,
+                       "seconds": round(r.seconds, 3), "replay": r.replay or None,
+                       "diagnosis": r.diagnosis.mistake if r.diagnosis else None,
+                       "findings": r.findings, "warnings": r.warnings,
+                       "output": (r.output[:500] or None)},
+    }
+
+
+def markdown(text: str) -> Markdown:
+    return Markdown(text)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,104 @@
+"""Plain results the engine returns and the renderers read. No torch: they cross a process boundary as JSON."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
+
+
+@dataclass
+class Frame:
+    file: str
+    line: int
+    func: str
+    code: str = ""
+
+
+@dataclass
+class UserProblem:
+    """Why the code could not be graded, or crashed: syntax, import, interface, exception, timeout..."""
+    kind: str                 # syntax | import | missing | interface | exception | timeout | crash | forbidden
+    message: str
+    frames: list[Frame] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["kind"], d["message"], [Frame(**f) for f in d.get("frames", [])])
+
+
+@dataclass
+class Diagnosis:
+    mistake: str
+    en: str
+    zh: str
+
+
+@dataclass
+class CaseResult:
+    name: str
+    status: str                         # pass | fail | error | skip
+    shapes: str = ""
+    dtype: str = ""
+    note: str = ""
+    forward: str = "-"                  # pass | fail | -
+    gradient: str = "-"                 # pass | fail | -
+    max_error: float | None = None      # of the worst-judged tensor
+    allowed: float | None = None
+    time_ms: float = 0.0
+    message: str = ""                   # one line: why it failed / was skipped
+    tensor: str = ""                    # the tensor the numbers and detail refer to ("out", "grad x", ...)
+    compare: dict | None = None         # compare.compare() summary for that tensor
+    detail: dict | None = None          # window + heatmap, for the first failing case
+    problem: UserProblem | None = None  # an exception inside this case
+    diagnosis: Diagnosis | None = None
+    checks: list[str] = field(default_factory=list)  # messages of failed custom checks
+
+    @classmethod
+    def from_dict(cls, d):
+        d = dict(d)
+        if d.get("problem"):
+            d["problem"] = UserProblem.from_dict(d["problem"])
+        if d.get("diagnosis"):
+            d["diagnosis"] = Diagnosis(**d["diagnosis"])
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Report:
+    problem: str
+    file: str
+    seed: int
+    status: str = PASS                   # pass | fail | error
+    message: str = ""
+    cases: list[CaseResult] = field(default_factory=list)
+    problem_error: UserProblem | None = None   # the file could not be graded at all
+    findings: list[dict] = field(default_factory=list)  # forbidden / required API findings
+    diagnosis: Diagnosis | None = None
+    replay: str = ""
+    output: str = ""                     # what the user's code printed
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    full: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def first_failure(self) -> CaseResult | None:
+        return next((c for c in self.cases if c.status in (FAIL, ERROR)), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        d = dict(d)
+        d["cases"] = [CaseResult.from_dict(c) for c in d.get("cases", [])]
+        if d.get("problem_error"):
+            d["problem_error"] = UserProblem.from_dict(d["problem_error"])
+        if d.get("diagnosis"):
+            d["diagnosis"] = Diagnosis(**d["diagnosis"])
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})

@@ -1,0 +1,140 @@
+"""Source-level work on Python files, without torch: syntax check, API scan, stubs, mutants."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from .spec import Spec
+
+
+@dataclass
+class Finding:
+    line: int
+    name: str
+    message: str
+
+
+class MutantError(ValueError):
+    pass
+
+
+def syntax_error(source: str, filename: str) -> dict | None:
+    """None if the source parses; else {line, col, message, text}."""
+    try:
+        compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return {"line": exc.lineno or 0, "col": exc.offset or 0, "message": exc.msg,
+                "text": (exc.text or "").rstrip("\n")}
+    return None
+
+
+def _called_names(tree: ast.AST) -> list[tuple[int, str, bool]]:
+    """(line, last name part, is_call) for every Name/Attribute and import alias."""
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            out.append((node.lineno, node.attr, id(node) in calls))
+        elif isinstance(node, ast.Name):
+            out.append((node.lineno, node.id, id(node) in calls))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                out.append((node.lineno, alias.name.rsplit(".", 1)[-1], False))
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    out.append((node.lineno, node.module.rsplit(".", 1)[-1], False))
+    return out
+
+
+def scan(source: str, spec: Spec) -> list[Finding]:
+    """Forbidden names used anywhere, and required APIs called too few times."""
+    tree = ast.parse(source)
+    names = _called_names(tree)
+    findings = []
+    forbidden = set(spec.all_forbidden)
+    seen = set()
+    for line, name, _ in sorted(names):
+        if name in forbidden and (line, name) not in seen:
+            seen.add((line, name))
+            findings.append(Finding(line, name, f"uses `{name}`, which this problem forbids: write it by hand"))
+    for req in spec.required:
+        last = req.api.rsplit(".", 1)[-1]
+        count = sum(1 for _, name, is_call in names if name == last and is_call)
+        if count < req.min_count:
+            times = "once" if req.min_count == 1 else f"{req.min_count} times"
+            findings.append(Finding(0, req.api, f"must call `{req.api}` at least {times} "
+                                                f"(found {count})"))
+    return findings
+
+
+def make_stub(spec: Spec, reference_source: str) -> str:
+    """The user's starting file: the reference's interface with every body replaced."""
+    tree = ast.parse(reference_source)
+    keep = set(spec.interface)
+    body: list[ast.stmt] = []
+    found = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            body.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in keep:
+            found.add(node.name)
+            body.append(_hollow(node))
+    missing = keep - found
+    if missing:
+        raise MutantError(f"reference for '{spec.id}' does not define {', '.join(sorted(missing))} "
+                          "listed in the spec's interface")
+    module = ast.Module(body=body, type_ignores=[])
+    code = ast.unparse(ast.fix_missing_locations(module))
+    header = (f'"""{spec.title.en} / {spec.title.zh}\n\n'
+              f"Fill in the bodies below, then grade with:  attn-drill check {spec.id}\n"
+              f"Read the statement with:  attn-drill show {spec.id}   (--lang zh)\n"
+              f"Stuck?  attn-drill hint {spec.id}\n"
+              '"""\n')
+    return header + code.replace("    raise NotImplementedError('TODO')",
+                                 "    raise NotImplementedError('TODO')  # your code here") + "\n"
+
+
+def _todo() -> list[ast.stmt]:
+    return [ast.Raise(exc=ast.Call(func=ast.Name("NotImplementedError", ast.Load()),
+                                   args=[ast.Constant("TODO")], keywords=[]))]
+
+
+def _docstring(node) -> list[ast.stmt]:
+    if node.body and isinstance(node.body[0], ast.Expr) and isinstance(getattr(node.body[0], "value", None),
+                                                                      ast.Constant) \
+            and isinstance(node.body[0].value.value, str):
+        return [node.body[0]]
+    return []
+
+
+def _hollow(node):
+    if isinstance(node, ast.FunctionDef):
+        node.body = _docstring(node) + _todo()
+        return node
+    members = []
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef):
+            members.append(_hollow(item))
+    node.body = _docstring(node) + (members or [ast.Pass()])
+    return node
+
+
+def mutant_source(spec: Spec, reference_source: str, mistake_id: str) -> str:
+    mistake = spec.mistake(mistake_id)
+    if mistake is None:
+        raise MutantError(f"{spec.id}: no mistake called '{mistake_id}'")
+    src = reference_source
+    for i, patch in enumerate(mistake.mutant):
+        if patch.old not in src:
+            raise MutantError(f"{spec.path.name}: mistakes '{mistake_id}' patch {i}: the text {patch.old!r} "
+                              f"does not occur in reference/{spec.id}.py. Fix: copy it from the reference")
+        src = src.replace(patch.old, patch.new)
+    err = syntax_error(src, f"<mutant {mistake_id}>")
+    if err:
+        raise MutantError(f"{spec.path.name}: mistakes '{mistake_id}': the patched reference does not parse "
+                          f"(line {err['line']}: {err['message']})")
+    return src
+
+
+def read(path: Path) -> str:
+    return Path(path).read_text(encoding="utf-8")

@@ -1,0 +1,111 @@
+"""`verify`: prove the bank. Every spec loads, every reference passes, every untouched stub fails,
+every known mistake fails and is diagnosed as itself. One worker: torch is imported once."""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from .. import bank, render, source
+from ..results import PASS
+from ..spec import SpecError
+from ..worker import WorkerClient
+
+
+@dataclass
+class Row:
+    problem: str
+    ok: bool = True
+    spec: str = "ok"
+    reference: str = "-"
+    stub: str = "-"
+    mutants_caught: int = 0
+    mutants: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def fail(self, msg: str) -> None:
+        self.ok = False
+        self.problems.append(msg)
+
+
+def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path) -> Row:
+    row = Row(pid)
+    t0 = time.perf_counter()
+    try:
+        spec = bank.get(pid)
+        ref_src = source.read(bank.reference_path(pid))
+        stub = source.make_stub(spec, ref_src)
+        mutants = {m.id: source.mutant_source(spec, ref_src, m.id) for m in spec.mistakes}
+        if not bank.grader_path(pid).is_file():
+            raise SpecError(bank.grader_path(pid), "<file>", "is missing", f"write graders/{pid}.py")
+    except (SpecError, source.MutantError, OSError) as exc:
+        row.spec = "bad"
+        row.fail(str(exc))
+        row.seconds = time.perf_counter() - t0
+        return row
+    bad_ref = [f for f in source.scan(ref_src, spec) if f.line]
+    if bad_ref:
+        row.fail(f"reference line {bad_ref[0].line}: {bad_ref[0].message}")
+    limit = spec.time_limit * (3 if full else 1)
+    ref = client.grade(pid, str(bank.reference_path(pid)), seed, full=full, time_limit=limit)
+    row.reference = ref.status
+    if ref.status != PASS:
+        first = ref.first_failure()
+        row.fail(f"reference: {ref.message}" + (f" [{first.name}: {first.message}]" if first else ""))
+    stub_path = tmp / f"{pid}.py"
+    stub_path.write_text(stub, encoding="utf-8")
+    st = client.grade(pid, str(stub_path), seed, fail_fast=True, diagnose=False, time_limit=limit)
+    row.stub = "fails" if st.status != PASS else "PASSES"
+    if st.status == PASS:
+        row.fail("the untouched stub passes: the cases prove nothing")
+    row.mutants = len(mutants)
+    for mid, src in mutants.items():
+        mpath = tmp / f"{pid}__{mid}.py"
+        mpath.write_text(src, encoding="utf-8")
+        rep = client.grade(pid, str(mpath), seed, fail_fast=True, time_limit=limit)
+        named = rep.diagnosis.mistake if rep.diagnosis else None
+        if rep.status == PASS:
+            row.fail(f"mutant {mid} passes every case")
+        elif named != mid:
+            row.fail(f"mutant {mid} fails but is diagnosed as {named or 'nothing'} ({rep.message})")
+        else:
+            row.mutants_caught += 1
+    row.seconds = time.perf_counter() - t0
+    return row
+
+
+def verify(ids: list[str], seed: int, full: bool, as_json: bool) -> int:
+    for pid in ids:
+        bank.get(pid)
+    ids = ids or bank.ids()
+    rows = []
+    t0 = time.perf_counter()
+    con = render.console()
+    with WorkerClient() as client, tempfile.TemporaryDirectory(prefix="attn-drill-verify-") as tmp:
+        for pid in ids:
+            row = verify_one(pid, client, seed, full, Path(tmp))
+            rows.append(row)
+            if not as_json:
+                mark = Text("ok  ", style="green") if row.ok else Text("FAIL", style="red")
+                con.print(mark, f"{pid:<20} reference {row.reference:<5} stub {row.stub:<6} "
+                                f"mutants {row.mutants_caught}/{row.mutants}  {row.seconds:.1f} s")
+                for p in row.problems:
+                    con.print(Text(f"      {p}", style="red"))
+    total = time.perf_counter() - t0
+    ok = all(r.ok for r in rows)
+    if as_json:
+        print(json.dumps({"ok": ok, "seconds": round(total, 2), "seed": seed, "full": full,
+                          "problems": [asdict(r) for r in rows]}, indent=2))
+    else:
+        table = Table(show_header=False, box=None)
+        table.add_row(Text(f"{sum(r.ok for r in rows)} of {len(rows)} problems verified", style="bold"),
+                      f"{sum(r.mutants_caught for r in rows)}/{sum(r.mutants for r in rows)} mutants caught",
+                      f"{total:.1f} s", f"seed {seed}" + (" full" if full else ""))
+        con.print(table)
+    return 0 if ok else 1
