@@ -155,6 +155,9 @@ def verify(problems: Optional[List[str]] = typer.Argument(None, help="Problem id
     _run(verb, list(problems or []), seed, full, json_out)
 
 
+from . import cli_classroom, cli_practice  # noqa: E402,F401 - they register their commands on `app`
+
+
 def main() -> None:
     app(prog_name="attn-drill")
 

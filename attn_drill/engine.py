@@ -273,7 +273,10 @@ class Prepared:
         kwargs = _cast(c.kwargs, c.dtype, c.device, False, truth)
         return args, kwargs
 
-    def grad_for(self, name: str, like: torch.Tensor, truth: bool) -> torch.Tensor:
+    def grad_for(self, name: str, like: torch.Tensor, truth: bool) -> torch.Tensor | None:
+        """The upstream gradient for output `name`; None when `like` has another shape than the truth's."""
+        if name in self.upstream and tuple(self.upstream[name].shape) != tuple(like.shape):
+            return None
         if name not in self.upstream:
             gen = torch.Generator().manual_seed(case_seed(self.case.seed, "upstream:" + name))
             g = torch.randn(tuple(like.shape), generator=gen, dtype=torch.float64)
@@ -349,14 +352,14 @@ def run_side(mod, prep: Prepared, *, truth: bool, session: Session | None, trace
             if float_outs and not diff_outs:
                 side.grads = {**{k: None for k in wrt_names}, **{f"param {n}": None for n in pnames}}
             elif diff_outs and wrt:
-                if tracer:
-                    tracer.phase = "backward"
-                with user(), (tracer if tracer else contextlib.nullcontext()):
-                    grads = torch.autograd.grad(
-                        [v for _, v in diff_outs], wrt,
-                        [prep.grad_for(n, v, truth) for n, v in diff_outs], allow_unused=True)
-                keys = wrt_names + [f"param {n}" for n in pnames]
-                side.grads = dict(zip(keys, grads))
+                upstream = [prep.grad_for(n, v, truth) for n, v in diff_outs]
+                if all(g is not None for g in upstream):  # else a wrong shape, judged on the forward
+                    if tracer:
+                        tracer.phase = "backward"
+                    with user(), (tracer if tracer else contextlib.nullcontext()):
+                        grads = torch.autograd.grad([v for _, v in diff_outs], wrt, upstream, allow_unused=True)
+                    keys = wrt_names + [f"param {n}" for n in pnames]
+                    side.grads = dict(zip(keys, grads))
         side.seconds = time.perf_counter() - t0
         if repeat and case.deterministic and not case.train:
             with user(), torch.no_grad(), amp:
@@ -402,6 +405,9 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
         if sub.problem.kind in ("missing", "interface"):
             res.status = ERROR
         return res, limits
+    if sub.mutated:
+        return _fail(res, "forward", f"your code changed its input(s) {', '.join(sub.mutated)} in place; "
+                                     f"work on copies (e.g. x = x.clone()) or use out-of-place ops"), limits
     low_map = dict(low.outs) if low else {}
     sub_map = dict(sub.outs)
     res.forward = PASS
@@ -444,9 +450,6 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
                 ok = type(got) is type(t) and got == t or (isinstance(t, int) and isinstance(got, int) and got == t)
             if not ok:
                 return _fail(res, "forward", f"`{name}` is {got!r}; expected {t!r}"), limits
-    if sub.mutated:
-        return _fail(res, "forward", f"your code changed its input(s) {', '.join(sub.mutated)} in place; "
-                                     f"work on copies (e.g. x = x.clone()) or use out-of-place ops"), limits
     if worst is not None:
         _, name, cmp, got, t = worst
         res.tensor, res.compare, res.max_error, res.allowed = name, cmp, cmp["max_abs"], cmp["allowed_abs"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rich import box
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -81,9 +81,10 @@ def _problem(p, title: str) -> Panel:
 
 
 def _case_table(cases: list[CaseResult]) -> Table:
-    t = Table(title=None, show_lines=False, pad_edge=False, expand=False)
+    t = Table(title=None, show_lines=False, pad_edge=False, expand=False, box=box.SIMPLE_HEAD)
     for col in ("case", "inputs", "dtype", "mask", "fwd", "grad", "err", "tol", "ms"):
-        t.add_column(col, no_wrap=col in ("case", "fwd", "grad", "err", "tol", "dtype"),
+        t.add_column(col, no_wrap=col in ("fwd", "grad", "err", "tol", "dtype", "ms"),
+                     min_width={"inputs": 11, "mask": 8, "case": 10}.get(col),
                      justify="right" if col in ("ms", "err", "tol") else "left")
     for c in cases:
         fwd = _v(c.forward) if c.status != SKIP else _v(SKIP)
@@ -191,7 +192,8 @@ def exercism(r: Report) -> dict:
     }
 
 
-def markdown(text: str) -> Markdown:
+def markdown(text: str):
+    from rich.markdown import Markdown  # only `show` needs it; keep `list` light
     return Markdown(text)
 
 
