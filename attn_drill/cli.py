@@ -36,7 +36,7 @@ class Difficulty(str, Enum):
 
 def _fail(message: str, code: int = 2):
     from .render import console
-    console(stderr=True).print(f"[red]error:[/red] {message}")
+    console(stderr=True).print(f"[red]error:[/red] {message}", soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -24,7 +24,9 @@ def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Pat
     if path is None and pid.endswith(".py"):
         path, pid = pid, Path(pid).stem
     bank.get(pid)  # unknown ids raise UnknownProblem with suggestions
-    file = Path(path) if path else cwd / f"{pid}.py"
+    file = Path(path) if path else Path(f"{pid}.py")
+    if not file.is_absolute():
+        file = cwd / file if path is None else file
     if not file.is_file():
         raise UsageError(f"{file} does not exist; create it with: attn-drill new {pid}"
                          + (f" --dir {file.parent}" if path else ""))

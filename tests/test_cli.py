@@ -1,0 +1,163 @@
+"""The command line as a user meets it (CliRunner, no colour, fixed width)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attn_drill.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def invoke(args, env, **kw):
+    return runner.invoke(app, args, env=env, catch_exceptions=False, **kw)
+
+
+def test_every_command_has_help(cli_env):
+    top = invoke(["--help"], cli_env)
+    assert top.exit_code == 0
+    commands = [c.name or c.callback.__name__ for c in app.registered_commands]
+    assert {"list", "show", "new", "check", "verify"} <= set(commands)
+    for name in commands:
+        res = invoke([name, "--help"], cli_env)
+        assert res.exit_code == 0, name
+        assert "Example" in res.output, f"`{name} --help` has no example"
+
+
+def test_python_dash_m_and_list_do_not_import_torch():
+    code = ("import sys, runpy; sys.argv = ['attn-drill', 'list']\n"
+            "try:\n    runpy.run_module('attn_drill', run_name='__main__')\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "assert 'torch' not in sys.modules, 'list imported torch'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={"NO_COLOR": "1", "COLUMNS": "100", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert "mhsa" in out.stdout
+
+
+def test_list_filters_and_json(cli_env):
+    res = invoke(["list", "--json"], cli_env)
+    data = json.loads(res.output)
+    assert any(p["id"] == "mhsa" for p in data)
+    res = invoke(["list", "--tag", "mha", "--json"], cli_env)
+    assert all("mha" in p["tags"] for p in json.loads(res.output))
+    res = invoke(["list", "--difficulty", "hard", "--json"], cli_env)
+    assert all(p["difficulty"] == "hard" for p in json.loads(res.output))
+
+
+def test_show_in_both_languages(cli_env):
+    en = invoke(["show", "mhsa"], cli_env)
+    zh = invoke(["show", "mhsa", "--lang", "zh"], cli_env)
+    assert en.exit_code == zh.exit_code == 0
+    assert "MultiHeadSelfAttention" in en.output and "hints" in en.output
+    assert "多头自注意力" in zh.output
+
+
+def test_unknown_id_suggests_close_ones(cli_env):
+    res = invoke(["show", "mhas"], cli_env)
+    assert res.exit_code == 2
+    assert "Did you mean mhsa" in res.output
+
+
+def test_new_never_overwrites_without_force(cli_env, tmp_path):
+    res = invoke(["new", "mhsa", "--dir", str(tmp_path)], cli_env)
+    assert res.exit_code == 0
+    stub = tmp_path / "mhsa.py"
+    stub.write_text("my precious work\n")
+    res = invoke(["new", "mhsa", "--dir", str(tmp_path)], cli_env)
+    assert res.exit_code == 1 and "already exists" in res.output
+    assert stub.read_text() == "my precious work\n"
+    res = invoke(["new", "mhsa", "--dir", str(tmp_path), "--force"], cli_env)
+    assert res.exit_code == 0
+    backups = list(tmp_path.glob("mhsa.py.*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == "my precious work\n"
+    assert "class MultiHeadSelfAttention" in stub.read_text()
+
+
+def test_check_missing_file_is_a_usage_error(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = invoke(["check", "mhsa"], cli_env)
+    assert res.exit_code == 2 and "attn-drill new mhsa" in res.output
+    res = invoke(["check"], cli_env)
+    assert res.exit_code == 2
+
+
+def test_check_stub_fails_and_reference_passes(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    invoke(["new", "mhsa"], cli_env)
+    res = invoke(["check", "mhsa", "--seed", "4"], cli_env)
+    assert res.exit_code == 1
+    assert "not written yet" in res.output and "mhsa.py:" in res.output
+    assert "replay: attn-drill check mhsa mhsa.py --seed 4 --case" in res.output
+    good = tmp_path / "good.py"
+    good.write_text((ROOT / "reference" / "mhsa.py").read_text())
+    res = invoke(["check", "mhsa", str(good), "--seed", "4"], cli_env)
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "seed 4" in res.output
+
+
+def test_check_report_explains_a_known_mistake(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = (ROOT / "reference" / "mhsa.py").read_text().replace("torch.softmax(scores, dim=-1)",
+                                                                "torch.softmax(scores, dim=-2)")
+    (tmp_path / "mhsa.py").write_text(src)
+    res = invoke(["check", "mhsa", "--seed", "2"], cli_env)
+    assert res.exit_code == 1
+    out = res.output
+    assert "Mismatched elements" in out and "Greatest absolute difference" in out
+    assert "got vs expected" in out and "error of `out`" in out
+    assert "softmax_query_axis" in out and "dim=-2" in out
+
+
+def test_check_json_is_exercism_v3(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mhsa.py").write_text("def broken(:\n")
+    res = invoke(["check", "mhsa", "--json", "--seed", "1"], cli_env)
+    assert res.exit_code == 1
+    data = json.loads(res.output)
+    assert data["version"] == 3 and data["status"] == "error" and "mhsa.py:1" in data["message"]
+    (tmp_path / "mhsa.py").write_text((ROOT / "reference" / "mhsa.py").read_text())
+    res = invoke(["check", "mhsa", "--json", "--seed", "1"], cli_env)
+    data = json.loads(res.output)
+    assert res.exit_code == 0 and data["status"] == "pass" and data["message"] is None
+    for t in data["tests"]:
+        assert set(t) >= {"name", "status", "message", "output"}
+        assert t["attn_drill"]["seed"] == 1 and t["attn_drill"]["dtype"]
+    assert any(t["attn_drill"]["max_error"] is not None for t in data["tests"])
+
+
+def test_check_grades_every_file_present(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mhsa.py").write_text((ROOT / "reference" / "mhsa.py").read_text())
+    res = invoke(["check", "--seed", "3"], cli_env)
+    assert res.exit_code == 0 and "mhsa" in res.output
+    assert (tmp_path / ".attn-drill" / "state.json").exists()
+    status = json.loads(invoke(["list", "--json"], cli_env).output)
+    assert next(p for p in status if p["id"] == "mhsa")["status"] == "passed"
+
+
+def test_verify_on_the_fixture_bank(cli_env, fixture_bank):
+    res = invoke(["verify", "--json"], cli_env)
+    data = json.loads(res.output)
+    assert res.exit_code == 0, res.output
+    assert data["ok"] and data["problems"][0]["mutants_caught"] == 4
+
+
+def test_verify_fails_a_mutant_that_is_not_caught(cli_env, fixture_bank, tmp_path, monkeypatch):
+    import shutil
+    bank_copy = tmp_path / "bank"
+    shutil.copytree(fixture_bank, bank_copy)
+    grader = bank_copy / "graders" / "attend.py"
+    # without masked cases, the mask_ignored mutant passes every case
+    grader.write_text(grader.read_text().replace('kwargs={"mask": causal_keep(4)}, ', ""))
+    monkeypatch.setenv("ATTN_DRILL_BANK", str(bank_copy))
+    from attn_drill import bank
+    bank.root.cache_clear()
+    bank.get.cache_clear()
+    res = invoke(["verify", "attend"], cli_env)
+    assert res.exit_code == 1
+    assert "mutant mask_ignored passes every case" in res.output
