@@ -4,4 +4,101 @@ Registered on the main app by importing this module from cli.py; behaviour lives
 """
 from __future__ import annotations
 
-from .cli import app  # noqa: F401 - commands below register on it
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .cli import Difficulty, Lang, _run, app
+
+
+@app.command()
+def hint(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
+         lang: Lang = typer.Option(Lang.en, "--lang", help="Hint in en or zh."),
+         show_all: bool = typer.Option(False, "--all", help="Show again the hints already seen (no new one).")):
+    """Show the next hint for a problem, one at a time (recorded in your progress).
+
+    Example: attn-drill hint gqa · attn-drill hint gqa --all
+    """
+    from .verbs.practice import hint as verb
+    _run(verb, problem, lang.value, show_all, Path.cwd())
+
+
+@app.command()
+def solution(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
+             yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")):
+    """Show the reference solution. Asks first if you have not passed the problem.
+
+    Example: attn-drill solution gqa
+    """
+    from .verbs.practice import solution as verb
+    _run(verb, problem, yes, Path.cwd())
+
+
+@app.command()
+def reset(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
+          path: Optional[Path] = typer.Argument(None, help="File to reset (default ./<id>.py)."),
+          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")):
+    """Put the stub back in <id>.py, keeping a backup of your file.
+
+    Example: attn-drill reset gqa
+    """
+    from .verbs.practice import reset as verb
+    _run(verb, problem, path, yes, Path.cwd())
+
+
+@app.command()
+def progress(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+             lang: Lang = typer.Option(Lang.en, "--lang", help="Titles in en or zh.")):
+    """Your progress in this folder: each problem, a summary by level and tag, and mock interviews.
+
+    Example: attn-drill progress · attn-drill progress --json
+    """
+    from .verbs.practice import progress as verb
+    _run(verb, Path.cwd(), json_out, lang.value)
+
+
+@app.command()
+def watch(problem: Optional[str] = typer.Argument(None, help="Problem id; omit to watch every problem file here."),
+          path: Optional[Path] = typer.Argument(None, help="File to watch (default ./<id>.py)."),
+          seed: Optional[int] = typer.Option(None, "--seed", help="Master seed (default: random, kept across re-checks)."),
+          full: bool = typer.Option(False, "--full", help="Also run the larger random cases."),
+          lang: Lang = typer.Option(Lang.en, "--lang", help="Diagnoses in en or zh.")):
+    """Re-grade on every save, with a warm grader (no torch import per check). Ctrl-C stops.
+
+    Example: attn-drill watch gqa
+    """
+    from .verbs.watch import watch as verb
+    _run(verb, problem, str(path) if path else None, seed, full, lang.value, Path.cwd())
+
+
+@app.command()
+def mock(minutes: Optional[float] = typer.Option(None, "--minutes", "-m",
+                                                 help="Time limit (default: the problems' estimates added up)."),
+         count: int = typer.Option(2, "--count", "-k", help="How many problems."),
+         difficulty: Optional[Difficulty] = typer.Option(None, "--difficulty", "-d", help="easy, medium or hard."),
+         tag: Optional[str] = typer.Option(None, "--tag", "-t", help="Only problems with this tag."),
+         problems: Optional[List[str]] = typer.Option(None, "--problem", "-p",
+                                                      help="These problems (repeatable) instead of a random pick."),
+         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for the pick and the grading (default: random)."),
+         dir: Path = typer.Option(Path("."), "--dir", help="Where to create the mock-YYYYmmdd-HHMM folder."),
+         resume: bool = typer.Option(False, "--resume", help="Continue the paused mock with the time it had left."),
+         history: bool = typer.Option(False, "--history", help="List the mock interviews recorded here."),
+         json_out: bool = typer.Option(False, "--json", help="Scorecard (or --history) as JSON on stdout."),
+         lang: Optional[Lang] = typer.Option(None, "--lang", help="Statements and hints in en or zh."),
+         seconds: Optional[float] = typer.Option(None, "--seconds", hidden=True)):
+    """A timed mock interview: fresh files, a live countdown, checks, and a scorecard at the end.
+
+    Unsolved problems come first. Keys while it runs: c check all, h hint (counts against you),
+    s statements, f finish now, Ctrl-C pause. Exit code 0 when every problem passes.
+
+    Examples: attn-drill mock --minutes 45 --count 2 --difficulty medium · attn-drill mock --resume
+    """
+    from .verbs import mock as verb
+    if history:
+        _run(verb.history, Path.cwd(), json_out)
+    elif resume:
+        _run(verb.resume, json_out, lang.value if lang else None, Path.cwd())
+    else:
+        _run(verb.start, count, minutes, seconds, difficulty.value if difficulty else None, tag,
+             list(problems or []), seed, dir, json_out, lang.value if lang else "en", Path.cwd())

@@ -683,9 +683,11 @@ def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case:
                     mutant_mods = _mutants(spec, ref_mod)
                 best = None
                 for mid, mmod in mutant_mods.items():
-                    mut = run_side(mmod, prep, truth=False, session=None, trace=False, repeat=False) \
-                        if mmod is not None else None
-                    if mut is None:
+                    if mmod is None:
+                        continue
+                    try:
+                        mut = run_side(mmod, prep, truth=False, session=None, trace=False, repeat=False)
+                    except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
                         continue
                     score = _matches(sub, mut, limits)
                     if score is not None and (best is None or score < best[0]):

@@ -60,7 +60,12 @@ def _read(folder: Path, warn=None) -> dict:
         data.setdefault("mocks", [])
         return data
     except (ValueError, OSError) as exc:
-        kept = path.with_name(f"state.json.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        stamp = time.strftime('%Y%m%d-%H%M%S')
+        kept = path.with_name(f"state.json.damaged-{stamp}")
+        n = 1
+        while kept.exists():
+            n += 1
+            kept = path.with_name(f"state.json.damaged-{stamp}-{n}")
         with contextlib.suppress(OSError):
             os.replace(path, kept)
         if warn:

@@ -41,7 +41,7 @@ def _serve() -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (OSError, ValueError, AttributeError):
             pass
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch.set_num_threads(1)  # tiny tensors: threads only add contention
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         if not line.strip():

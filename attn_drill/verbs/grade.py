@@ -1,0 +1,418 @@
+"""`grade`: grade a whole class. One folder per student holding `<id>.py` files.
+
+Every student is graded in a fresh sandboxed worker (attn_drill.sandbox) whose working directory is a
+scratch copy of that student's folder, re-copied before each problem; the student's files are never
+opened for writing. N threads each own one worker at a time; the next worker is started (torch loading)
+while the current student is graded. A hang, crash, os._exit or memory blow-up becomes that cell's
+grade and the batch goes on.
+
+Outputs in --out: json/<student>/<problem>.json (exercism v3), junit.xml (a testsuite per student,
+a testcase per problem), results.csv (one row per student and problem), summary.csv (student ×
+problem), summary.json. With --shard i/n the file names carry the shard, e.g. junit-shard1of4.xml.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import queue
+import random
+import shutil
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from .. import bank, render
+from ..results import ERROR, FAIL, PASS, Report
+from ..sandbox import SandboxClient
+from .check import UsageError
+
+MAX_FILE_BYTES = 5 << 20      # files larger than this are not copied into the scratch folder
+MAX_FOLDER_BYTES = 50 << 20   # nor anything once a student's copy reaches this size
+SKIP_NAMES = {"__pycache__", ".git", ".attn-drill", ".ipynb_checkpoints"}
+
+# what a cell shows; the kinds of UserProblem that deserve their own word
+OUTCOME_STYLE = {"pass": "green", "fail": "red", "error": "red", "timeout": "magenta", "crash": "magenta",
+                 "memory": "magenta", "forbidden": "red", "missing": "dim", "tool-error": "bold red"}
+OWN_WORD = ("timeout", "crash", "memory", "forbidden")
+
+
+@dataclass
+class Cell:
+    """The grade of one student on one problem."""
+    student: str
+    problem: str
+    outcome: str                 # pass | fail | error | timeout | crash | memory | forbidden | missing | tool-error
+    status: str                  # the report's status (pass | fail | error); missing/tool-error: error
+    cases_passed: int = 0
+    cases_total: int = 0
+    seconds: float = 0.0
+    message: str = ""
+    diagnosis: str = ""
+    replay: str = ""
+    file: str = ""
+    exercism: dict | None = field(default=None, repr=False)
+    detail: str = ""             # longer text for the JUnit failure body
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes i/n with 1 <= i <= n, e.g. --shard 2/4; got '{text}'") from None
+    if not (n >= 1 and 1 <= i <= n):
+        raise UsageError(f"--shard takes i/n with 1 <= i <= n, e.g. --shard 2/4; got '{text}'")
+    return i, n
+
+
+def students_of(root: Path) -> list[str]:
+    """Student ids: the sub-folders of root, sorted; hidden folders and names starting with _ are skipped."""
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder; give the folder that holds one folder per student")
+    return sorted(p.name for p in root.iterdir()
+                  if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
+
+
+def shard_of(students: list[str], shard: tuple[int, int] | None) -> list[str]:
+    """Round robin over the sorted ids: student k (from 0) goes to shard k % n + 1. Every student lands in
+    exactly one shard, the shards differ in size by at most one, and the split depends only on the ids."""
+    if shard is None:
+        return list(students)
+    i, n = shard
+    return [s for k, s in enumerate(sorted(students)) if k % n == i - 1]
+
+
+def problems_for(root: Path, students: list[str], wanted: list[str]) -> list[str]:
+    if wanted:
+        for pid in wanted:
+            bank.get(pid)  # unknown ids: UnknownProblem with suggestions
+        return list(dict.fromkeys(wanted))
+    known = set(bank.ids())
+    found = {p.stem for s in students for p in (root / s).glob("*.py") if p.stem in known}
+    if not found:
+        raise UsageError(f"no student folder in {root} holds a problem file (<id>.py, e.g. mhsa.py); "
+                         f"name the problems with --problems")
+    return sorted(found)
+
+
+def copy_folder(src: Path, dst: Path) -> None:
+    """Fill dst with a copy of src: regular files only (no symlinks), no caches, within size caps."""
+    for old in dst.iterdir():
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES and not d.startswith(".")
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        rel = Path(dirpath).relative_to(src)
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if p.is_symlink() or not p.is_file():
+                continue
+            size = p.stat().st_size
+            if size > MAX_FILE_BYTES or total + size > MAX_FOLDER_BYTES:
+                continue
+            total += size
+            (dst / rel).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dst / rel / name)
+
+
+def _fingerprint(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(folder)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path, shown: str) -> Cell:
+    kind = report.problem_error.kind if report.problem_error else ""
+    outcome = kind if report.status != PASS and kind in OWN_WORD else report.status
+    ran = [c for c in report.cases if c.status != "skip"]
+    data = render.exercism(report)
+    # the report speaks of the scratch copy; point it at the student's own file instead
+    text = json.dumps(data, ensure_ascii=False)
+    for p in {str(scratch), os.path.realpath(scratch)}:
+        text = text.replace(json.dumps(p)[1:-1], json.dumps(str(original.parent))[1:-1])
+    data = json.loads(text)
+    data["attn_drill"]["file"] = shown
+    data["attn_drill"]["student"] = student
+    replay = f"attn-drill check {pid} {shown} --seed {report.seed}"
+    first = report.first_failure()
+    if first is not None and report.status != PASS:
+        replay += f" --case {first.name}"
+    if report.full:
+        replay += " --full"
+    data["attn_drill"]["replay"] = replay if report.status != PASS else None
+    lines = [data["message"] or report.message]
+    if first is not None and first.message and first.message not in lines[0]:
+        lines.append(f"case {first.name} ({first.shapes}, {first.dtype}): {first.message}")
+    if report.diagnosis:
+        lines.append(f"looks like: {report.diagnosis.mistake}: {report.diagnosis.en}")
+    if report.status != PASS:
+        lines.append(f"replay: {replay}")
+    return Cell(student, pid, outcome, report.status, sum(c.status == PASS for c in ran), len(ran),
+                round(report.seconds, 3), data["message"] or "",
+                report.diagnosis.mistake if report.diagnosis else "", replay if report.status != PASS else "",
+                shown, data, "\n".join(lines))
+
+
+class Batch:
+    """Grades students on problems with N threads; each thread owns one sandboxed worker at a time."""
+
+    def __init__(self, root: Path, problems: list[str], seed: int, full: bool, time_limit: float | None,
+                 memory_gb: float | None, scratch: Path, on_done=None):
+        self.root, self.problems, self.seed, self.full = root, problems, seed, full
+        self.time_limit, self.memory_gb, self.scratch = time_limit, memory_gb, scratch
+        self.on_done = on_done
+        self.cells: dict[tuple[str, str], Cell] = {}
+        self.warnings: list[str] = []
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def _client(self) -> SandboxClient:
+        with self._lock:
+            self._count += 1
+            folder = self.scratch / f"w{self._count}"
+        return SandboxClient(folder, self.memory_gb, warm=self.problems[0]).start()
+
+    def run(self, students: list[str], workers: int) -> None:
+        todo: queue.Queue[str] = queue.Queue()
+        for s in students:
+            todo.put(s)
+        threads = [threading.Thread(target=self._loop, args=(todo,), daemon=True)
+                   for _ in range(max(1, min(workers, len(students))))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _loop(self, todo: "queue.Queue[str]") -> None:
+        ready: SandboxClient | None = None
+        try:
+            while True:
+                try:
+                    student = todo.get_nowait()
+                except queue.Empty:
+                    return
+                client = ready or self._client()
+                ready = self._client() if not todo.empty() else None  # torch loads while we grade
+                try:
+                    self.grade_student(student, client)
+                finally:
+                    client.close()
+                    shutil.rmtree(client.folder, ignore_errors=True)
+        finally:
+            if ready is not None:
+                ready.close()
+                shutil.rmtree(ready.folder, ignore_errors=True)
+
+    def grade_student(self, student: str, client: SandboxClient) -> None:
+        from ..worker import ToolError
+        src = self.root / student
+        before = _fingerprint(src)
+        for pid in self.problems:
+            original = src / f"{pid}.py"
+            shown = _shown(original)
+            if not original.is_file():
+                cell = Cell(student, pid, "missing", ERROR, message=f"no {pid}.py in {student}/",
+                            file=shown, detail=f"no {pid}.py was handed in (looked in {shown})")
+                cell.exercism = {"version": 3, "status": ERROR, "message": cell.message, "tests": [],
+                                 "attn_drill": {"problem": pid, "student": student, "file": shown}}
+            else:
+                copy_folder(src, client.folder)
+                spec = bank.get(pid)
+                limit = self.time_limit or spec.time_limit * (3 if self.full else 1)
+                try:
+                    report = client.grade(pid, str(client.folder / f"{pid}.py"), self.seed, full=self.full,
+                                          time_limit=limit)
+                    cell = _cell(student, pid, report, original, client.folder, shown)
+                except (ToolError, ValueError) as exc:
+                    msg = f"the grader itself failed on this file (not the student's fault): {exc}"
+                    cell = Cell(student, pid, "tool-error", ERROR, message=msg.splitlines()[0], file=shown,
+                                detail=msg)
+                    cell.exercism = {"version": 3, "status": ERROR, "message": msg, "tests": [],
+                                     "attn_drill": {"problem": pid, "student": student, "file": shown}}
+            with self._lock:
+                self.cells[(student, pid)] = cell
+            if self.on_done:
+                self.on_done(cell)
+        if _fingerprint(src) != before:
+            with self._lock:
+                self.warnings.append(f"{student}/ changed while it was graded (not by attn-drill: the grader "
+                                     f"works on a copy); grade it again")
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+# ---------------------------------------------------------------- outputs
+def _suffix(shard) -> str:
+    return f"-shard{shard[0]}of{shard[1]}" if shard else ""
+
+
+def write_junit(path: Path, students: list[str], problems: list[str], cells: dict, seed: int) -> None:
+    suites = ET.Element("testsuites", name="attn-drill")
+    totals = dict(tests=0, failures=0, errors=0, time=0.0)
+    for s in students:
+        row = [cells[(s, p)] for p in problems if (s, p) in cells]
+        failures = sum(c.status == FAIL for c in row)
+        errors = sum(c.status == ERROR for c in row)
+        t = sum(c.seconds for c in row)
+        suite = ET.SubElement(suites, "testsuite", name=s, tests=str(len(row)), failures=str(failures),
+                              errors=str(errors), skipped="0", time=f"{t:.3f}")
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="seed", value=str(seed))
+        for c in row:
+            case = ET.SubElement(suite, "testcase", classname=s, name=c.problem, time=f"{c.seconds:.3f}",
+                                 file=c.file)
+            if c.status != PASS:
+                tag = "failure" if c.status == FAIL else "error"
+                el = ET.SubElement(case, tag, message=f"{c.outcome}: {c.message}"[:1000], type=c.outcome)
+                el.text = c.detail
+            out = (c.exercism or {}).get("attn_drill", {}).get("output")
+            if out:
+                ET.SubElement(case, "system-out").text = out
+        for k, v in (("tests", len(row)), ("failures", failures), ("errors", errors), ("time", t)):
+            totals[k] += v
+    for k, v in totals.items():
+        suites.set(k, f"{v:.3f}" if k == "time" else str(v))
+    tree = ET.ElementTree(suites)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_outputs(out: Path, students, problems, cells, seed, shard, meta) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    sfx = _suffix(shard)
+    for (s, p), c in cells.items():
+        folder = out / "json" / s
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{p}.json").write_text(json.dumps(c.exercism, indent=2, ensure_ascii=False) + "\n",
+                                          encoding="utf-8")
+    write_junit(out / f"junit{sfx}.xml", students, problems, cells, seed)
+    cols = ["student", "problem", "outcome", "status", "cases_passed", "cases_total", "seconds", "diagnosis",
+            "message", "replay"]
+    with open(out / f"results{sfx}.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, cols, extrasaction="ignore")
+        w.writeheader()
+        for s in students:
+            for p in problems:
+                if (s, p) in cells:
+                    w.writerow(asdict(cells[(s, p)]))
+    with open(out / f"summary{sfx}.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["student", *problems, "passed"])
+        for s in students:
+            row = [cells[(s, p)].outcome if (s, p) in cells else "" for p in problems]
+            w.writerow([s, *row, sum(o == "pass" for o in row)])
+    summary = {**meta, "students": students, "problems": problems,
+               "cells": [{k: v for k, v in asdict(cells[(s, p)]).items() if k not in ("exercism", "detail")}
+                         for s in students for p in problems if (s, p) in cells]}
+    (out / f"summary{sfx}.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
+    return summary
+
+
+def _table(students, problems, cells, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("student", no_wrap=True)
+    for p in problems:
+        table.add_column(p, no_wrap=True)
+    table.add_column("passed", justify="right")
+    for s in students:
+        row, n = [], 0
+        for p in problems:
+            c = cells.get((s, p))
+            if c is None:
+                row.append(Text("-", style="dim"))
+                continue
+            n += c.outcome == "pass"
+            word = c.outcome.upper() if c.outcome in ("pass", "fail", "error") else c.outcome
+            extra = f" {c.cases_passed}/{c.cases_total}" if c.outcome == "fail" and c.cases_total else ""
+            row.append(Text(word + extra, style=OUTCOME_STYLE.get(c.outcome, "")))
+        table.add_row(s, *row, f"{n}/{len(problems)}")
+    return table
+
+
+# ---------------------------------------------------------------- the verb
+def grade(root: Path, problems: list[str], workers: int | None, shard_text: str | None, out: Path,
+          seed: int | None, full: bool, time_limit: float | None, memory_gb: float | None,
+          fail_under: float | None, as_json: bool) -> int:
+    shard = parse_shard(shard_text)
+    if shard and shard[1] > 1 and seed is None:
+        raise UsageError("with --shard, give --seed too, so every shard grades with the same cases "
+                         "(e.g. --seed ${{ github.run_number }})")
+    if time_limit is not None and time_limit <= 0:
+        raise UsageError("--time-limit must be a positive number of seconds")
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if fail_under is not None and not 0 <= fail_under <= 100:
+        raise UsageError("--fail-under is a percentage between 0 and 100")
+    root = root.resolve()
+    everyone = students_of(root)
+    if not everyone:
+        raise UsageError(f"{root} holds no student folders; the layout is {root.name}/<student>/<id>.py")
+    problems = problems_for(root, everyone, problems)
+    students = shard_of(everyone, shard)
+    seed = random.randrange(1_000_000) if seed is None else seed
+    workers = workers or max(1, os.cpu_count() or 1)
+    con = render.console(stderr=as_json)
+    where = f", shard {shard[0]}/{shard[1]}" if shard else ""
+    con.print(f"grading {len(students)} of {len(everyone)} student(s){where} on {', '.join(problems)} "
+              f"with {min(workers, max(1, len(students)))} worker(s), seed {seed}" + (" --full" if full else ""))
+
+    def done(c: Cell) -> None:
+        style = OUTCOME_STYLE.get(c.outcome, "")
+        con.print(Text.assemble((f"{c.outcome:<10}", style), f" {c.student}/{c.problem}",
+                                (f"  {c.message[:90]}" if c.outcome != "pass" else "", "dim")))
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="attn-drill-grade-") as scratch:
+        batch = Batch(root, problems, seed, full, time_limit, memory_gb, Path(scratch), done)
+        batch.run(students, workers)
+    seconds = time.perf_counter() - t0
+    cells = batch.cells
+    graded = [c for c in cells.values()]
+    passed = sum(c.outcome == "pass" for c in graded)
+    rate = 100.0 * passed / len(graded) if graded else 100.0
+    meta = {"seed": seed, "full": full, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "seconds": round(seconds, 2), "passed": passed, "graded": len(graded),
+            "pass_rate": round(rate, 2), "warnings": batch.warnings,
+            "tool_errors": sum(c.outcome == "tool-error" for c in graded)}
+    summary = write_outputs(out, students, problems, cells, seed, shard, meta)
+    if as_json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        con.print(_table(students, problems, cells, f"attn-drill grade: {passed} of {len(graded)} pass "
+                                                    f"({rate:.0f}%), seed {seed}{where}"))
+        con.print(f"[dim]wrote {_shown(out)}/: junit{_suffix(shard)}.xml, summary{_suffix(shard)}.csv, "
+                  f"results{_suffix(shard)}.csv, summary{_suffix(shard)}.json, json/<student>/<problem>.json"
+                  f"  ({seconds:.1f} s)[/dim]")
+    err = render.console(stderr=True)
+    for w in batch.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}")
+    if meta["tool_errors"]:
+        err.print(f"[red]error:[/red] the grader itself failed on {meta['tool_errors']} file(s); see "
+                  f"the tool-error cells. Please report this.")
+        return 2
+    if fail_under is not None and rate < fail_under:
+        err.print(f"[red]pass rate {rate:.1f}% is under --fail-under {fail_under:g}%[/red]")
+        return 1
+    return 0
