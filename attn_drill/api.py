@@ -99,7 +99,7 @@ class Case:
     rtol: float | None = None           # override the dtype's relative tolerance (rarely needed)
     note: str = ""                      # mask / layout words for the report, e.g. "causal+pad"
     output_names: tuple[str, ...] | None = None  # names for tuple outputs, e.g. ("dQ", "dK", "dV")
-    axes: tuple[str, str] = ("query", "key")     # labels of the last two dims for the heatmap
+    axes: tuple[str, str] = ("position", "feature")  # labels of the last two dims for the heatmap
     cuda_reason: str = "needs a CUDA device"
     seed: int = 0                       # filled in by the engine from the master seed and name
 

@@ -678,7 +678,8 @@ def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case:
                 res = _judge_param_grads(res, case, truth, low, sub, limits)
             if sub.adapted and sub.adapted not in report.warnings:
                 report.warnings.append(sub.adapted)
-            if res.status == FAIL and diagnose and not sub.problem and report.diagnosis is None:
+            first_failure = report.first_failure() is None
+            if res.status == FAIL and diagnose and not sub.problem and first_failure:
                 if mutant_mods is None:
                     mutant_mods = _mutants(spec, ref_mod)
                 best = None
@@ -689,6 +690,8 @@ def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case:
                         mut = run_side(mmod, prep, truth=False, session=None, trace=False, repeat=False)
                     except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
                         continue
+                    if mut.problem or _judge(case, truth, low, mut, spec)[0].status == PASS:
+                        continue  # a mutant that is right (or crashes) on this case names nothing here
                     score = _matches(sub, mut, limits)
                     if score is not None and (best is None or score < best[0]):
                         best = (score, mid)

@@ -40,8 +40,8 @@ SKIP_NAMES = {"__pycache__", ".git", ".attn-drill", ".ipynb_checkpoints"}
 
 # what a cell shows; the kinds of UserProblem that deserve their own word
 OUTCOME_STYLE = {"pass": "green", "fail": "red", "error": "red", "timeout": "magenta", "crash": "magenta",
-                 "memory": "magenta", "forbidden": "red", "missing": "dim", "tool-error": "bold red"}
-OWN_WORD = ("timeout", "crash", "memory", "forbidden")
+                 "memory": "magenta", "forbidden": "red", "exception": "red", "missing": "dim", "tool-error": "bold red"}
+OWN_WORD = ("timeout", "crash", "memory", "forbidden", "exception")
 
 
 @dataclass
@@ -49,7 +49,8 @@ class Cell:
     """The grade of one student on one problem."""
     student: str
     problem: str
-    outcome: str                 # pass | fail | error | timeout | crash | memory | forbidden | missing | tool-error
+    outcome: str                 # pass | fail | error | exception | timeout | crash | memory | forbidden | missing
+                                 # | tool-error
     status: str                  # the report's status (pass | fail | error); missing/tool-error: error
     cases_passed: int = 0
     cases_total: int = 0
@@ -138,7 +139,9 @@ def _fingerprint(folder: Path) -> str:
 
 
 def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path, shown: str) -> Cell:
-    kind = report.problem_error.kind if report.problem_error else ""
+    first = report.first_failure()
+    problem = report.problem_error or (first.problem if first is not None else None)
+    kind = problem.kind if problem else ""
     outcome = kind if report.status != PASS and kind in OWN_WORD else report.status
     ran = [c for c in report.cases if c.status != "skip"]
     data = render.exercism(report)
@@ -150,7 +153,6 @@ def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path,
     data["attn_drill"]["file"] = shown
     data["attn_drill"]["student"] = student
     replay = f"attn-drill check {pid} {shown} --seed {report.seed}"
-    first = report.first_failure()
     if first is not None and report.status != PASS:
         replay += f" --case {first.name}"
     if report.full:

@@ -32,10 +32,19 @@ def changes_from_disk(folders: list[Path], wanted) -> Iterable[set[Path]]:
     def keep(_change, p: str) -> bool:
         return wanted(Path(p))
 
-    # step: yield 50 ms after the last event of a save; the watcher blocks, it does not poll
+    # step: yield 50 ms after the last event of a save. The watcher blocks on OS events; once a second
+    # it yields an empty set so the loop can catch a save made before the watcher was armed.
     for batch in watchfiles.watch(*folders, watch_filter=keep, debounce=800, step=50, recursive=False,
-                                  raise_interrupt=True):
+                                  raise_interrupt=True, yield_on_timeout=True, rust_timeout=1000):
         yield {Path(p) for _, p in batch}
+
+
+def _signature(file: Path):
+    try:
+        st = file.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return None
 
 
 class Watcher:
@@ -49,6 +58,7 @@ class Watcher:
         self.con = con or render.console()
         self.follow_new = follow_new  # no id given: pick up problem files created while watching
         self.reports: dict = {}
+        self.graded_sig: dict = {}  # pid -> (mtime_ns, size) of the file when it was last graded
         self.count = 0
 
     def wanted(self, path: Path) -> bool:
@@ -69,6 +79,7 @@ class Watcher:
                 self.reports.pop(pid, None)
                 continue
             spec = bank.get(pid)
+            self.graded_sig[pid] = _signature(file)
             self.reports[pid] = self.client.grade(pid, str(file), self.seed, full=self.full,
                                                   time_limit=spec.time_limit * (3 if self.full else 1))
             state.record_check(self.cwd, self.reports[pid])
@@ -76,7 +87,14 @@ class Watcher:
         self.client.start()  # a worker killed by a hang respawns now, while the user edits
         return done
 
+    def stale(self) -> list[str]:
+        """Problems whose file changed since it was graded without an event reaching us."""
+        return [pid for pid, file in self.targets.items()
+                if file.is_file() and self.graded_sig.get(pid) != _signature(file)]
+
     def on_change(self, paths: set[Path]) -> list[str]:
+        if not paths:
+            return self.stale()
         pids = []
         for p in paths:
             p = p.resolve() if p.exists() else p.absolute()
