@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 
 @dataclass
@@ -34,6 +36,33 @@ class OpRecord:
     in_shapes: tuple
     out_shapes: tuple                 # shapes of tensor outputs
     out_numel: int                    # numel of the largest tensor output
+
+
+class OpTracer(TorchDispatchMode):
+    """Records every aten op run inside it (`with OpTracer() as t: ...; t.ops`), with its phase.
+
+    The engine traces submissions with it; a grader's check may use it too.
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # never compiled; skipping would import torch._dynamo (about a second) on first use
+
+    def __init__(self, phase: str = "forward"):
+        super().__init__()
+        self.ops: list[OpRecord] = []
+        self.phase = phase
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        ins = [a for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        self.ops.append(OpRecord(
+            name=str(func), phase=self.phase,
+            in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),
+            out_shapes=tuple(tuple(t.shape) for t in outs),
+            out_numel=max((t.numel() for t in outs), default=0)))
+        return out
 
 
 class TraceRule:
@@ -173,5 +202,5 @@ def _numel(shape) -> int:
     return n
 
 
-__all__ = ["Case", "Ctx", "Failure", "OpRecord", "TraceRule", "MaxNumel", "OpInputDtype",
+__all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype",
            "padding_mask", "causal_keep", "case_seed"]

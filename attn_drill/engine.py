@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from . import bank, source
-from .api import Case, Ctx, Failure, OpRecord, case_seed
+from .api import Case, Ctx, Failure, OpTracer as Tracer, case_seed
 from .compare import compare, detail
 from .params import InterfaceError, adapt
 from .results import (ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Frame, Report, UserProblem)
@@ -86,30 +85,6 @@ class Guard:
             setattr(obj, attr, value)
         self._saved.clear()
         return False
-
-
-class Tracer(TorchDispatchMode):
-    """Records every aten op the submission runs, with its phase (forward / backward)."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False  # never compiled; skipping would import torch._dynamo (about a second) on first use
-
-    def __init__(self):
-        super().__init__()
-        self.ops: list[OpRecord] = []
-        self.phase = "forward"
-
-    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        ins = [a for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        self.ops.append(OpRecord(
-            name=str(func), phase=self.phase,
-            in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),
-            out_shapes=tuple(tuple(t.shape) for t in outs),
-            out_numel=max((t.numel() for t in outs), default=0)))
-        return out
 
 
 class Session:
@@ -438,7 +413,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
                 continue
             if not torch.isfinite(t).all():
                 raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
-            cmp = compare(got, t, low_map.get(name), case.dtype, grad=False, rtol=case.rtol)
+            cmp = compare(got, t, low_map.get(name), _tol_dtype(case), grad=False, rtol=case.rtol)
             limits[name] = cmp
             score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
             if worst is None or (not cmp["ok"] and worst[2]["ok"]) or (cmp["ok"] == worst[2]["ok"] and score > worst[0]):
@@ -477,7 +452,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
                 return _fail(res, "gradient", f"gradient of `{key}` has shape {list(sg.shape)}; "
                                               f"expected {list(tg.shape)}"), limits
             lg = low.grads.get(key) if low else None
-            cmp = compare(sg, tg, lg, case.dtype, grad=True, rtol=case.rtol)
+            cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
             limits["grad " + key] = cmp
             score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
             if gworst is None or (not cmp["ok"] and gworst[2]["ok"]) or (cmp["ok"] == gworst[2]["ok"] and score > gworst[0]):
@@ -533,7 +508,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         if sg is None:
             return _fail(res, "gradient", f"no gradient reaches parameter `{sub_name}`: is it used, and is "
                                           f"nothing detached?")
-        cmp = compare(sg, tg, lg, case.dtype, grad=True, rtol=case.rtol)
+        cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
         limits["grad param " + sub_name] = cmp
         score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
         if worst is None or (not cmp["ok"] and worst[2]["ok"]) or (cmp["ok"] == worst[2]["ok"] and score > worst[0]):
@@ -553,6 +528,11 @@ def _stub_message(problem: UserProblem) -> str:
         fr = problem.frames[-1]
         return f"not written yet: {fr.file}:{fr.line} in {fr.func} still raises NotImplementedError"
     return problem.message
+
+
+def _tol_dtype(case: Case):
+    """Tolerances follow the precision the math really ran in: the autocast dtype when there is one."""
+    return case.autocast or case.dtype
 
 
 def _fail(res: CaseResult, where: str, message: str) -> CaseResult:

@@ -431,7 +431,6 @@ def _serve() -> None:
     import resource
 
     req = json.loads(sys.stdin.readline())
-    faulthandler.dump_traceback_later(float(req.get("time_limit", 120)), exit=True)
     import torch
 
     from .worker import MEMORY_LIMIT_GB
@@ -443,6 +442,7 @@ def _serve() -> None:
         except (OSError, ValueError, AttributeError):
             pass
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    faulthandler.dump_traceback_later(float(req.get("time_limit", 120)), exit=True)  # the clock starts now
     try:
         answer = {"ok": True, "result": Bench(req).run()}
     except BenchProblem as exc:

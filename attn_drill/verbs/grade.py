@@ -165,8 +165,11 @@ def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path,
         lines.append(f"looks like: {report.diagnosis.mistake}: {report.diagnosis.en}")
     if report.status != PASS:
         lines.append(f"replay: {replay}")
+    message = data["message"] or report.message
+    if first is not None and first.message and first.message not in message:
+        message += f"; {first.name}: {first.message}"
     return Cell(student, pid, outcome, report.status, sum(c.status == PASS for c in ran), len(ran),
-                round(report.seconds, 3), data["message"] or "",
+                round(report.seconds, 3), message,
                 report.diagnosis.mistake if report.diagnosis else "", replay if report.status != PASS else "",
                 shown, data, "\n".join(lines))
 
@@ -209,6 +212,9 @@ class Batch:
                     student = todo.get_nowait()
                 except queue.Empty:
                     return
+                if not any((self.root / student / f"{p}.py").is_file() for p in self.problems):
+                    self.grade_student(student, None)  # nothing handed in: no worker needed
+                    continue
                 client = ready or self._client()
                 ready = self._client() if not todo.empty() else None  # torch loads while we grade
                 try:
@@ -221,7 +227,7 @@ class Batch:
                 ready.close()
                 shutil.rmtree(ready.folder, ignore_errors=True)
 
-    def grade_student(self, student: str, client: SandboxClient) -> None:
+    def grade_student(self, student: str, client: SandboxClient | None) -> None:
         from ..worker import ToolError
         src = self.root / student
         before = _fingerprint(src)
