@@ -1,0 +1,204 @@
+"""Cases for `attention_heatmap`: every case is a check on the returned matplotlib Figure: the
+plotted data, the title, the axis labels, the token tick labels, the saved PNG and the grid of
+heads. Nothing is displayed; the Agg backend is forced."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+
+import matplotlib
+
+matplotlib.use("Agg", force=True)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from attn_drill.api import Case, Ctx, Failure  # noqa: E402
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WORDS = ["<s>", "the", "cat", "sat", "on", "a", "warm", "mat", "and", "slept", "all", "day", "."]
+
+
+def _weights(ctx: Ctx, *shape: int) -> torch.Tensor:
+    return torch.softmax(ctx.randn(*shape, scale=2.0), dim=-1)   # rows sum to 1, like real weights
+
+
+def _close(fig) -> None:
+    plt = sys.modules.get("matplotlib.pyplot")             # only when the submission used pyplot
+    if plt is not None and isinstance(fig, Figure):
+        plt.close(fig)
+
+
+def _image_axes(fig):
+    return [ax for ax in fig.axes if ax.images]
+
+
+def _data(ax) -> np.ndarray:
+    return np.asarray(ax.images[0].get_array(), dtype=np.float64)
+
+
+def _has(text: str, word: str, value) -> bool:
+    return re.search(rf"\b{word}\b\W*{value}(?!\d)", text, flags=re.IGNORECASE) is not None
+
+
+def _tick_texts(ax, axis: str) -> list[str]:
+    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    texts = [t.get_text() for t in labels]
+    if not any(texts):                                   # some formatters fill the texts only on draw
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        FigureCanvasAgg(ax.figure).draw()
+        labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+        texts = [t.get_text() for t in labels]
+    return texts
+
+
+def _check_heatmap(ax, expected: np.ndarray, what: str) -> list:
+    """The image must show `expected` (rows = queries, columns = keys)."""
+    data = _data(ax)
+    if data.shape == expected.shape and np.allclose(data, expected, rtol=1e-6, atol=1e-7):
+        return []
+    if data.shape == expected.T.shape and np.allclose(data, expected.T, rtol=1e-6, atol=1e-7):
+        return [Failure(f"{what}: the image shows the transposed weights, shape {data.shape}; rows must be "
+                        f"queries and columns keys, shape {expected.shape}", mistake="transposed_data")]
+    if data.shape != expected.shape:
+        return [f"{what}: the image has shape {data.shape}, expected the weights' {expected.shape}"]
+    err = float(np.abs(data - expected).max())
+    return [f"{what}: the image data differ from the weights by up to {err:.3g}; plot the values "
+            f"themselves (no normalisation or rounding)"]
+
+
+def _check_labels(ax, what: str) -> list:
+    x, y = ax.get_xlabel().lower(), ax.get_ylabel().lower()
+    if "query" in x and "key" in y:
+        return [Failure(f"{what}: the x axis is labelled '{ax.get_xlabel()}' and the y axis "
+                        f"'{ax.get_ylabel()}'; keys run along x (columns) and queries along y (rows)",
+                        mistake="axis_labels_swapped")]
+    out = []
+    if "key" not in x:
+        out.append(f"{what}: the x-axis label '{ax.get_xlabel()}' should name the keys (e.g. 'Key position')")
+    if "query" not in y:
+        out.append(f"{what}: the y-axis label '{ax.get_ylabel()}' should name the queries (e.g. 'Query position')")
+    return out
+
+
+def _single(features: tuple[str, ...]):
+    """A check of plot_attention_weights; `features` adds 'tokens', 'save', 'colorbar'."""
+    def check(sub, ref, case):
+        w = case.inputs["attn_weights"].to(case.dtype)
+        if "grad" in features:
+            w = w.clone().requires_grad_(True)
+        layer, head = case.kwargs["layer_idx"], case.kwargs["head_idx"]
+        tokens = case.kwargs.get("tokens")
+        tmp = tempfile.mkdtemp(prefix="attn_drill_fig_")
+        path = os.path.join(tmp, "heatmap.png") if "save" in features else None
+        fig = sub.plot_attention_weights(w, layer, head, tokens=tokens, save_path=path)
+        try:
+            if not isinstance(fig, Figure):
+                return [f"plot_attention_weights returned {type(fig).__name__}; return the matplotlib Figure"]
+            axes = _image_axes(fig)
+            if len(axes) != 1:
+                return [f"the figure has {len(axes)} axes with an image; expected exactly one heatmap"]
+            ax = axes[0]
+            sample = w[0] if w.dim() == 3 else w
+            failures = _check_heatmap(ax, sample.detach().double().numpy(), "heatmap")
+            title = ax.get_title() + " " + (fig._suptitle.get_text() if fig._suptitle else "")
+            if not _has(title, "layer", layer):
+                failures.append(f"the title '{title.strip()}' should name the layer, e.g. 'Layer {layer}'")
+            if not _has(title, "head", head):
+                failures.append(Failure(f"the title '{title.strip()}' should name the head, e.g. 'Head {head}'",
+                                        mistake="title_missing_head"))
+            failures += _check_labels(ax, "heatmap")
+            if "colorbar" in features and len(fig.axes) < 2:
+                failures.append("add a colorbar (fig.colorbar(image, ax=ax)) so the colours can be read")
+            if tokens is not None:
+                Lq, Lk = sample.shape
+                got_x, got_y = _tick_texts(ax, "x"), _tick_texts(ax, "y")
+                want_x, want_y = list(tokens[:Lk]), list(tokens[Lk - Lq:Lk])
+                if got_x != want_x or got_y != want_y:
+                    failures.append(Failure(
+                        f"with tokens={want_x}, the tick labels are x={got_x[:14]}, y={got_y[:14]}; put one "
+                        f"tick per position (set_xticks(range(Lk))) labelled with the tokens",
+                        mistake="no_tick_labels"))
+            if path is not None:
+                if not os.path.isfile(path):
+                    failures.append(Failure(f"save_path was given but no file was written there",
+                                            mistake="not_saving"))
+                else:
+                    with open(path, "rb") as fh:
+                        head8 = fh.read(8)
+                    if head8 != PNG_SIGNATURE:
+                        failures.append(f"the file written to save_path is not a PNG (starts with {head8!r})")
+            return failures
+        finally:
+            _close(fig)
+            if path is not None and os.path.exists(path):
+                os.remove(path)
+            os.rmdir(tmp)
+    return check
+
+
+def _grid(sub, ref, case):
+    """A check of plot_attention_heads: one heatmap per head, in order, titled with its head."""
+    w = case.inputs["attn_weights"].to(case.dtype)
+    layer = case.kwargs["layer_idx"]
+    H = w.shape[0]
+    fig = sub.plot_attention_heads(w, layer, tokens=case.kwargs.get("tokens"))
+    try:
+        if not isinstance(fig, Figure):
+            return [f"plot_attention_heads returned {type(fig).__name__}; return the matplotlib Figure"]
+        axes = _image_axes(fig)
+        if len(axes) != H:
+            return [f"the grid has {len(axes)} axes with an image for {H} heads; draw one heatmap per head "
+                    f"(and turn the unused cells off)"]
+        failures = []
+        for h, ax in enumerate(axes):
+            failures += _check_heatmap(ax, w[h].double().numpy(), f"subplot {h}")
+            if not _has(ax.get_title(), "head", h):
+                failures.append(Failure(f"subplot {h} is titled '{ax.get_title()}'; name its head, 'Head {h}'",
+                                        mistake="title_missing_head"))
+            failures += _check_labels(ax, f"subplot {h}")
+        titles = " ".join([fig._suptitle.get_text() if fig._suptitle else ""] + [a.get_title() for a in fig.axes])
+        if not _has(titles, "layer", layer):
+            failures.append(f"the figure should name the layer, e.g. fig.suptitle('Layer {layer}')")
+        return failures[:4]
+    finally:
+        _close(fig)
+
+
+def _case(name, w, layer, head=None, tokens=None, features=(), dtype=torch.float32, note=""):
+    kwargs = {"layer_idx": layer}
+    if head is not None:
+        kwargs["head_idx"] = head
+    if tokens is not None:
+        kwargs["tokens"] = tokens
+    grid = head is None
+    return Case(name=name, target="plot_attention_heads" if grid else "plot_attention_weights",
+                inputs={"attn_weights": w}, kwargs=kwargs, dtype=dtype, grad=False,
+                check=_grid if grid else _single(features), note=note)
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case("square_fp32", _weights(ctx, 7, 7), 3, 5, features=("colorbar",), note="title, labels, data"),
+        _case("rect_decode", _weights(ctx, 3, 9), 11, 2, note="Lq 3 < Lk 9"),
+        _case("tokens", _weights(ctx, 8, 8), 0, 7, tokens=WORDS[:8], note="token tick labels"),
+        _case("rect_tokens", _weights(ctx, 2, 6), 4, 1, tokens=WORDS[:6], note="tokens, Lq 2 < Lk 6"),
+        _case("save_png", _weights(ctx, 5, 5), 2, 3, features=("save",), note="writes a PNG"),
+        _case("batched_bf16_grad", _weights(ctx, 2, 6, 6), 1, 0, features=("grad",), dtype=torch.bfloat16,
+              note="(B, L, L) bf16 with grad: sample 0"),
+        _case("len1", _weights(ctx, 1, 1), 0, 0, note="a single token"),
+        _case("grid_4_heads", _weights(ctx, 4, 5, 5), 2, note="4 heads, 2x2 grid"),
+        _case("grid_5_heads_tokens", _weights(ctx, 5, 4, 4), 7, tokens=WORDS[:4], note="5 heads, one cell unused"),
+        _case("grid_1_head", _weights(ctx, 1, 3, 4), 0, note="one head"),
+    ]
+    if ctx.full:
+        for i in range(4):
+            Lq = ctx.int(1, 12)
+            Lk = Lq if ctx.int(0, 1) else ctx.int(Lq, 13)
+            toks = WORDS[:Lk] if ctx.int(0, 1) else None
+            out.append(_case(f"random{i}", _weights(ctx, Lq, Lk), ctx.int(0, 23), ctx.int(0, 31), tokens=toks,
+                             features=("save",) if ctx.int(0, 1) else ()))
+    return out

@@ -1,0 +1,71 @@
+"""Cases for `causal`: the mask itself (checked directly), then the module with padding, large
+logits and three dtypes."""
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, padding_mask
+
+TARGET = "CausalSelfAttention"
+
+
+def _keep(mask: torch.Tensor) -> torch.Tensor:
+    """Any dtype to bool, True = keep (nonzero / True)."""
+    return mask != 0 if mask.dtype != torch.bool else mask
+
+
+def _check_mask(sub, lengths) -> list:
+    fails = []
+    for L in lengths:
+        try:
+            mask = sub.generate_causal_mask(L, torch.device("cpu"))
+        except Exception as exc:  # report, do not crash the grader
+            return [f"generate_causal_mask({L}, device) raised {type(exc).__name__}: {exc}"]
+        if not isinstance(mask, torch.Tensor):
+            return [f"generate_causal_mask({L}, device) returned {type(mask).__name__}, expected a tensor"]
+        if tuple(mask.shape) != (L, L):
+            return [f"generate_causal_mask({L}, device) has shape {tuple(mask.shape)}, expected ({L}, {L})"]
+        if mask.device.type != "cpu":
+            fails.append(f"the mask is on {mask.device}, expected the device that was passed in (cpu)")
+        keep = _keep(mask)
+        full = torch.ones(L, L, dtype=torch.bool)
+        if torch.equal(keep, torch.tril(full)):
+            continue
+        if torch.equal(keep, torch.triu(full)):
+            return [Failure(f"generate_causal_mask({L}) keeps j >= i (upper triangle): every query sees "
+                            "the future and not the past", mistake="triu_instead_of_tril")]
+        if torch.equal(keep, torch.tril(full, diagonal=-1)):
+            return [Failure(f"generate_causal_mask({L}) masks the diagonal: position i cannot attend to "
+                            "itself and row 0 keeps no key at all", mistake="diagonal_excluded")]
+        bad = (keep != torch.tril(full)).nonzero()[0].tolist()
+        return [f"generate_causal_mask({L}) is wrong at [i={bad[0]}, j={bad[1]}]: entry [i, j] must be "
+                "1/True exactly when j <= i"]
+    return fails
+
+
+def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, scale=1.0) -> Case:
+    E = H * D
+    kwargs, notes = {}, ["causal"]
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
+                note="+".join(notes) + (" large logits" if scale > 1 else ""))
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        Case(name="mask_values", target="generate_causal_mask",
+             check=lambda sub, ref, case: _check_mask(sub, (1, 2, 5, 9)), note="mask only"),
+        _case(ctx, "basic_fp64", 2, 7, 3, 5, torch.float64),
+        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, pad=True),
+        _case(ctx, "pad_fp32", 2, 6, 4, 5, torch.float32, pad=True),
+        _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
+        _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
+    ]
+    if ctx.full:
+        for i in range(6):
+            B, L, H, D = ctx.int(1, 4), ctx.int(1, 23), ctx.int(1, 5), ctx.int(2, 11)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            out.append(_case(ctx, f"random{i}", B, L, H, D, dtype, pad=bool(ctx.int(0, 1))))
+    return out

@@ -1,0 +1,60 @@
+"""Cases for `gqa_kv_cache`: prefill + decode against the full causal forward, a cache that holds
+only the KV heads, the KV-head broadcast order, and the error past max_len.
+
+Reuses the drivers and checks of the `kv_cache` grader (same folder).
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from attn_drill.api import Case, Ctx
+
+_spec = importlib.util.spec_from_file_location("_kv_cache_grader", Path(__file__).with_name("kv_cache.py"))
+_kv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_kv)
+
+TARGET = "GQAWithCache"
+
+
+def _case(ctx, name, B, L, Hq, Hkv, D, dtype, schedule, extra=0, scale=1.0):
+    E = Hq * D
+    note = (f"Hq {Hq}, Hkv {Hkv}, schedule {list(schedule)}, max_len {L + extra}"
+            + (", large logits" if scale > 1 else ""))
+    return Case(name=name, target=TARGET,
+                init=dict(hidden_dim=E, num_query_heads=Hq, num_kv_heads=Hkv, dropout=0.0),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, dtype=dtype, grad=False,
+                run=_kv.decode_run(schedule, L + extra), output_names=("incremental", "full_forward"),
+                note=note)
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case(ctx, "prefill3_decode_fp64", 2, 7, 6, 3, 2, torch.float64, (3, 1, 1, 1, 1)),
+        _case(ctx, "token_by_token_b1_fp64", 1, 5, 6, 2, 3, torch.float64, (1, 1, 1, 1, 1), extra=4),
+        _case(ctx, "prefill_chunks_fp32", 3, 11, 4, 2, 5, torch.float32, (4, 3, 1, 3), extra=2),
+        _case(ctx, "mqa_len1_fp64", 2, 1, 3, 1, 4, torch.float64, (1,), extra=3),
+        _case(ctx, "large_logits_fp32", 2, 6, 6, 2, 3, torch.float32, (2, 1, 3), scale=60.0),
+        _case(ctx, "mha_equal_heads_fp32", 2, 5, 3, 3, 3, torch.float32, (2, 2, 1), extra=1),
+        _case(ctx, "bf16", 2, 9, 6, 3, 4, torch.bfloat16, (5, 2, 1, 1), extra=1),
+        Case(name="cache_contents", target=TARGET,
+             init=dict(hidden_dim=18, num_query_heads=6, num_kv_heads=2, dropout=0.0),
+             inputs={"x": ctx.randn(2, 7, 18)}, kwargs={"schedule": (3, 2, 1, 1), "max_len": 10},
+             check=_kv.cache_check(TARGET, "num_kv_heads", "num_query_heads", "cache_stores_query_heads"),
+             note="k_cache/v_cache: (B, num_kv_heads, max_len, head_dim), vs one full pass"),
+        Case(name="max_len_overflow", target=TARGET,
+             init=dict(hidden_dim=12, num_query_heads=4, num_kv_heads=2, dropout=0.0),
+             inputs={"x": ctx.randn(2, 8, 12)}, kwargs={"max_len": 6},
+             check=_kv.overflow_check(TARGET, "no_max_len_check"), note="write past max_len"),
+    ]
+    if ctx.full:
+        for i in range(6):
+            Hkv = ctx.int(1, 3)
+            Hq = Hkv * ctx.int(1, 3)
+            B, L, D = ctx.int(1, 4), ctx.int(2, 19), ctx.int(2, 7)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            sched = _kv.schedule_for(ctx, L, ctx.int(1, L), 4)
+            out.append(_case(ctx, f"random{i}", B, L, Hq, Hkv, D, dtype, sched, extra=ctx.int(0, 5)))
+    return out

@@ -1,0 +1,141 @@
+"""Cases for `masks`: apply_masks (masked scores), masked_attention (outputs and gradients), and the
+stated rule for query rows that keep no key, checked on its own."""
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask
+
+NEG = -1e4  # apply_masks' -inf entries are compared after clamping to this value
+
+
+def _clamped(fn, attn_scores, **kwargs):
+    """Run apply_masks and clamp -inf to a finite value, so outputs and gradients compare cleanly."""
+    return fn(attn_scores, **kwargs).clamp(min=NEG)
+
+
+def _keep3d(ctx: Ctx, B: int, Lq: int, Lk: int) -> torch.Tensor:
+    keep = ctx.rand(B, Lq, Lk) > 0.4
+    keep[..., 0] = True                    # key 0 is never padded: no query row is left without a key
+    return keep
+
+
+def _keep2d(ctx: Ctx, Lq: int, Lk: int) -> torch.Tensor:
+    keep = ctx.rand(Lq, Lk) > 0.4
+    keep[:, 0] = True
+    return keep
+
+
+def _masks(ctx: Ctx, B, Lq, Lk, pad, mask):
+    kwargs, notes = {}, []
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, Lk), Lk)
+        notes.append("pad")
+    if mask == "2d":
+        kwargs["attn_mask"] = _keep2d(ctx, Lq, Lk)
+        notes.append("2-D mask")
+    elif mask == "2d_int":
+        keep = causal_keep(Lq, Lk).long()                       # 0/1 integers, 1 = keep
+        keep[:, 0] = 1                                          # also when Lk < Lq: no empty row
+        kwargs["attn_mask"] = keep
+        notes.append("2-D 0/1 causal mask")
+    elif mask == "3d":
+        kwargs["attn_mask"] = _keep3d(ctx, B, Lq, Lk)
+        notes.append("3-D mask")
+    return kwargs, notes
+
+
+def _scores_case(ctx: Ctx, name, B, H, Lq, Lk, dtype, pad=False, mask=None) -> Case:
+    kwargs, notes = _masks(ctx, B, Lq, Lk, pad, mask)
+    return Case(name=name, target="apply_masks", inputs={"attn_scores": ctx.randn(B, H, Lq, Lk)},
+                kwargs=kwargs, dtype=dtype, run=_clamped, note="+".join(notes) + " (scores)")
+
+
+def _attn_case(ctx: Ctx, name, B, H, Lq, Lk, D, dtype, pad=False, mask=None, scale=1.0) -> Case:
+    kwargs, notes = _masks(ctx, B, Lq, Lk, pad, mask)
+    inputs = {"q": ctx.randn(B, H, Lq, D, scale=scale), "k": ctx.randn(B, H, Lk, D, scale=scale),
+              "v": ctx.randn(B, H, Lk, D)}
+    return Case(name=name, target="masked_attention", inputs=inputs, kwargs=kwargs, dtype=dtype,
+                note="+".join(notes) + (" large logits" if scale > 1 else ""))
+
+
+def _check_empty_rows(sub, ref, case: Case) -> list:
+    """The rule: a query row with no kept key outputs exactly 0, and all gradients are finite."""
+    B, H, Lq, Lk, D = 3, 2, 5, 6, 4
+    gen = torch.Generator().manual_seed(case.seed)
+    pad = padding_mask(torch.tensor([6, 3, 0]), Lk)       # batch 2: every key is padding
+    keep = torch.rand(B, Lq, Lk, generator=gen) > 0.4
+    keep[..., 0] = True
+    keep[0, 2] = False                                    # batch 0, query 2: the mask keeps no key
+    keep[1, 4, :3] = False                                # batch 1, query 4: keeps only padded keys
+    empty = (keep & ~pad[:, None, :]).logical_not().all(dim=-1)    # (B, Lq) rows without a key
+    fails = []
+    for dtype, tol in ((torch.float64, 1e-9), (torch.float32, 1e-4)):
+        q, k, v = (torch.randn(B, H, n, D, generator=gen, dtype=torch.float64)
+                   for n in (Lq, Lk, Lk))
+        g = torch.randn(B, H, Lq, D, generator=gen, dtype=torch.float64)
+        expect = ref.masked_attention(q, k, v, key_padding_mask=pad, attn_mask=keep)
+        leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+        ref_leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        expect_grads = torch.autograd.grad(ref.masked_attention(*ref_leaves, key_padding_mask=pad,
+                                                                attn_mask=keep), ref_leaves, g)
+        try:
+            out = sub.masked_attention(*leaves, key_padding_mask=pad, attn_mask=keep)
+            grads = torch.autograd.grad(out, leaves, g.to(dtype), allow_unused=True)
+        except Exception as exc:
+            return [f"masked_attention with fully masked rows raised {type(exc).__name__}: {exc}"]
+        if tuple(out.shape) != (B, H, Lq, D):
+            return [f"masked_attention returned shape {tuple(out.shape)}, expected {(B, H, Lq, D)}"]
+        got = out.detach().double().permute(0, 2, 1, 3)                # (B, Lq, H, D)
+        want = expect.permute(0, 2, 1, 3)
+        err = (got[~empty] - want[~empty]).abs().max().item()
+        if not err <= tol * (1 + want.abs().max().item()):
+            return [f"{dtype}: on query rows that keep at least one key the output differs from the "
+                    f"reference by {err:.3g} (fully masked rows case)"]
+        rows = got[empty]                                              # (n_empty, H, D)
+        where = [tuple(i) for i in empty.nonzero().tolist()]
+        if not torch.isfinite(rows).all():
+            return [Failure(f"{dtype}: query rows without a kept key (batch, query) = {where} output NaN; "
+                            "the rule is exactly 0 there", mistake="nan_on_fully_masked_rows")]
+        if rows.abs().max() != 0:
+            return [Failure(f"{dtype}: query rows without a kept key {where} output nonzero values "
+                            f"(max |out| = {rows.abs().max():.3g}), e.g. the mean of V; the rule is "
+                            "exactly 0 there", mistake="finite_fill_value")]
+        for name, grad, want_grad in zip("qkv", grads, expect_grads):
+            if grad is None:
+                grad = torch.zeros_like(want_grad)
+            if not torch.isfinite(grad).all():
+                return [Failure(f"{dtype}: d{name} has NaN/inf entries; with a query row without a "
+                                "kept key, gradients must stay finite", mistake="nan_on_fully_masked_rows")]
+            err = (grad.double() - want_grad).abs().max().item()
+            if err > tol * (1 + want_grad.abs().max().item()):
+                fails.append(f"{dtype}: d{name} differs from the reference by {err:.3g} "
+                             "(fully masked rows case)")
+        if fails:
+            return fails
+    return fails
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _scores_case(ctx, "scores_pad_fp64", 3, 2, 7, 7, torch.float64, pad=True),
+        _scores_case(ctx, "scores_3d_pad_fp32", 3, 3, 5, 6, torch.float32, pad=True, mask="3d"),
+        _scores_case(ctx, "scores_2d_int_fp64", 2, 4, 3, 8, torch.float64, mask="2d_int"),
+        _attn_case(ctx, "attn_pad_fp64", 3, 2, 6, 9, 5, torch.float64, pad=True),
+        _attn_case(ctx, "attn_2d_pad_fp64", 2, 3, 5, 7, 3, torch.float64, pad=True, mask="2d"),
+        _attn_case(ctx, "attn_3d_pad_fp32", 4, 2, 7, 5, 6, torch.float32, pad=True, mask="3d"),
+        _attn_case(ctx, "attn_b1_lq1_fp64", 1, 2, 1, 6, 4, torch.float64, mask="2d"),
+        _attn_case(ctx, "attn_large_logits_fp32", 2, 2, 5, 6, 7, torch.float32, pad=True, scale=30.0),
+        _attn_case(ctx, "attn_bf16", 3, 2, 8, 10, 6, torch.bfloat16, pad=True, mask="3d"),
+        Case(name="fully_masked_rows", target="masked_attention", check=_check_empty_rows,
+             note="rows without a key -> 0"),
+    ]
+    if ctx.full:
+        for i in range(6):
+            B, H, Lq, Lk, D = ctx.int(1, 4), ctx.int(1, 4), ctx.int(1, 13), ctx.int(1, 13), ctx.int(2, 9)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            mask = ctx.choice([None, "2d", "2d_int", "3d"])
+            pad = bool(ctx.int(0, 1))
+            if i % 3 == 0:
+                out.append(_scores_case(ctx, f"random{i}", B, H, Lq, Lk, dtype, pad=pad, mask=mask))
+            else:
+                out.append(_attn_case(ctx, f"random{i}", B, H, Lq, Lk, D, dtype, pad=pad, mask=mask))
+    return out

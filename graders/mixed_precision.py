@@ -1,0 +1,130 @@
+"""Cases for `mixed_precision`: autocast on CPU (bfloat16, float16), float32 attention core checked
+on the ops the submission runs, a large-logit float16 case that overflows without the upcast,
+and float16/bfloat16 CUDA cases when a GPU is present."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from attn_drill.api import Case, Ctx, Failure, OpInputDtype, causal_keep, padding_mask
+
+TARGET = "MixedPrecisionAttention"
+CORE_FP32 = (OpInputDtype("softmax", torch.float32), OpInputDtype("bmm", torch.float32))
+
+
+class _MatmulDtypes(TorchDispatchMode):
+    """Records the input dtypes of the 2-D matmuls (the projections) a module runs."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # never compiled; the default check imports torch._dynamo (about a second)
+
+    def __init__(self):
+        super().__init__()
+        self.mm: list[torch.dtype] = []
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        name = str(func)
+        if name.startswith(("aten.mm.", "aten.addmm.")):
+            self.mm.append(next(a.dtype for a in args if isinstance(a, torch.Tensor) and a.dim() == 2))
+        return func(*args, **(kwargs or {}))
+
+
+def autocast_check(sub, ref, case):
+    """float32 master weights and inputs: the module must turn autocast on for x's device itself,
+    with torch.autocast, and hand back x's dtype, within the low-precision error of the reference."""
+    amp = case.init["amp_dtype"]
+    x = case.inputs["x"].to(torch.float32)
+    ref_m = getattr(ref, TARGET)(**case.init).eval()
+    sub_m = getattr(sub, TARGET)(**case.init).eval()
+    try:
+        sub_m.load_state_dict(ref_m.state_dict(), strict=True)
+    except RuntimeError as exc:
+        return [f"could not load the reference's parameters (qkv_proj.weight, out_proj.weight): {exc}"]
+    truth_m = getattr(ref, TARGET)(**case.init).eval().double()
+    truth_m.load_state_dict(ref_m.state_dict())
+    with torch.no_grad():
+        truth = truth_m(x.double())
+        ref_out = ref_m(x)
+        with warnings.catch_warnings(record=True) as caught, _MatmulDtypes() as rec:
+            warnings.simplefilter("always")
+            out = sub_m(x)
+    amp_name = str(amp).replace("torch.", "")
+    deprecated = [w for w in caught if issubclass(w.category, FutureWarning) and ".amp." in str(w.message)]
+    if deprecated:
+        return [Failure(f"your module used a deprecated autocast API ({str(deprecated[0].message)[:120]}); "
+                        f"use torch.autocast(device_type=x.device.type, dtype=...)", mistake="deprecated_cuda_amp")]
+    failures: list = []
+    if not rec.mm or any(d != amp for d in rec.mm):
+        seen = sorted({str(d).replace("torch.", "") for d in rec.mm}) or ["none"]
+        told = [str(w.message)[:120] for w in caught if "autocast" in str(w.message).lower()]
+        failures.append(Failure(
+            f"with float32 weights and input on {x.device.type}, the projections ran in {', '.join(seen)}, "
+            f"not {amp_name}: autocast was not active for this device"
+            + (f" (torch warned: {told[0]})" if told else "")
+            + "; open torch.autocast(device_type=x.device.type, dtype=self.amp_dtype)",
+            mistake="autocast_hardcoded_cuda"))
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return failures + [f"the output should be a tensor of shape {tuple(x.shape)}"]
+    if out.dtype != x.dtype:
+        failures.append(Failure(f"the output is {out.dtype} for a {x.dtype} input; cast it back with "
+                                f".to(x.dtype) after the autocast region", mistake="output_dtype_not_restored"))
+    ref_err = (ref_out.double() - truth).abs().max().item()
+    err = (out.double() - truth).abs().max().item()
+    if not err <= 2 * ref_err + 1e-5:
+        failures.append(f"max error to the float64 result is {err:.3g}; the reference under the same autocast "
+                        f"is off by {ref_err:.3g} (allowed {2 * ref_err + 1e-5:.3g})")
+    return failures
+
+
+def _case(ctx: Ctx, name, B, L, H, D, dtype, amp=torch.bfloat16, pad=False, mask=None, scale=1.0,
+          device="cpu", autocast=None, trace=CORE_FP32, grad=True):
+    E = H * D
+    kwargs, notes = {}, [f"amp {str(amp).replace('torch.', '')}"]
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    if mask == "causal":
+        kwargs["attn_mask"] = causal_keep(L)
+        notes.append("causal 2-D")
+    elif mask == "random3d":
+        keep = ctx.rand(B, L, L) > 0.4
+        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
+        kwargs["attn_mask"] = keep
+        notes.append("random 3-D")
+    if scale > 1:
+        notes.append("large logits")
+    return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0, amp_dtype=amp),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype, device=device,
+                autocast=autocast, trace=trace, grad=grad, note="+".join(notes),
+                cuda_reason="float16/bfloat16 autocast on a GPU")
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        Case(name="autocast_fp32_master", target=TARGET,
+             init=dict(hidden_dim=12, num_heads=3, dropout=0.0, amp_dtype=torch.bfloat16),
+             inputs={"x": ctx.randn(2, 5, 12)}, dtype=torch.float32, check=autocast_check,
+             note="fp32 weights+input: projections in bf16, output fp32"),
+        _case(ctx, "basic_bf16", 2, 7, 3, 8, torch.bfloat16),
+        _case(ctx, "padding_bf16", 3, 9, 2, 6, torch.bfloat16, pad=True),
+        _case(ctx, "b1_l1_bf16", 1, 1, 2, 5, torch.bfloat16),
+        _case(ctx, "mask3d_bf16", 2, 6, 3, 5, torch.bfloat16, pad=True, mask="random3d"),
+        _case(ctx, "large_logits_bf16", 2, 6, 2, 9, torch.bfloat16, scale=60.0, grad=False),
+        _case(ctx, "outer_autocast_bf16", 2, 5, 2, 7, torch.bfloat16, mask="causal", autocast=torch.bfloat16),
+        _case(ctx, "fp16_causal", 2, 8, 3, 7, torch.float16, amp=torch.float16, mask="causal"),
+        _case(ctx, "fp16_overflow", 2, 7, 3, 8, torch.float16, amp=torch.float16, scale=200.0),
+        _case(ctx, "fp64_passthrough", 2, 5, 3, 4, torch.float64, trace=()),
+        _case(ctx, "cuda_fp16_overflow", 2, 13, 4, 16, torch.float16, amp=torch.float16, scale=200.0,
+              device="cuda", trace=()),
+        _case(ctx, "cuda_bf16_pad", 3, 11, 2, 24, torch.bfloat16, pad=True, device="cuda", trace=()),
+    ]
+    if ctx.full:
+        for i in range(5):
+            B, L, H, D = ctx.int(1, 4), ctx.int(1, 17), ctx.int(1, 4), ctx.int(2, 11)
+            amp = ctx.choice([torch.bfloat16, torch.float16])
+            out.append(_case(ctx, f"random{i}", B, L, H, D, amp, amp=amp, pad=bool(ctx.int(0, 1)),
+                             mask=ctx.choice([None, "causal", "random3d"])))
+    return out
