@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from rich import box
@@ -192,9 +193,15 @@ def exercism(r: Report) -> dict:
     }
 
 
+_CJK_BREAK = re.compile(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])[ \t]*\n[ \t]*"
+                        r"(?=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])")
+
+
 def markdown(text: str):
+    """A statement as rich Markdown. A line break between two CJK characters is dropped: Markdown
+    would render it as a space, which Chinese text does not have."""
     from rich.markdown import Markdown  # only `show` needs it; keep `list` light
-    return Markdown(text)
+    return Markdown(_CJK_BREAK.sub("", text))
 
 
 def is_tty() -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def make_stub(spec: Spec, reference_source: str) -> str:
                           "listed in the spec's interface")
     module = ast.Module(body=body, type_ignores=[])
     code = ast.unparse(ast.fix_missing_locations(module))
+    code = re.sub(r"\n+(?=(?:def |class |async def |@))", "\n\n\n", code)  # two blank lines before top-level defs
     header = (f'"""{spec.title.en} / {spec.title.zh}\n\n'
               f"Fill in the bodies below, then grade with:  attn-drill check {spec.id}\n"
               f"Read the statement with:  attn-drill show {spec.id}   (--lang zh)\n"
