@@ -597,8 +597,33 @@ def _matches(sub: Side, mut: Side, limits: dict) -> float | None:
 
 
 # ---------------------------------------------------------------- grading one file
+@contextlib.contextmanager
+def _isolated_globals():
+    """Whatever a submission does to torch's global state or sys.modules ends with its grading."""
+    saved = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_num_threads(),
+             torch.are_deterministic_algorithms_enabled())
+    modules = set(sys.modules)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved[0])
+        torch.set_grad_enabled(saved[1])
+        torch.set_num_threads(saved[2])
+        torch.use_deterministic_algorithms(saved[3])
+        for name in set(sys.modules) - modules:
+            if name.startswith("attn_drill_"):
+                del sys.modules[name]
+
+
 def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case: str | None = None,
           fail_fast: bool = False, diagnose: bool = True) -> Report:
+    """Grade one file against one problem; never raises for anything the file does."""
+    with _isolated_globals():
+        return _grade(problem, path, seed, full, only_case, fail_fast, diagnose)
+
+
+def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None, fail_fast: bool,
+           diagnose: bool) -> Report:
     t_start = time.perf_counter()
     spec = bank.get(problem)
     path = str(Path(path).resolve())
@@ -622,6 +647,8 @@ def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case:
         report.message = exc.problem.message
         report.output = session.stdout.getvalue()
         return _finish(report, t_start)
+    torch.set_default_dtype(torch.float32)   # undo what the file may have set at import time
+    torch.set_grad_enabled(True)
     ref_mod = load_module(str(bank.reference_path(problem)), None, "reference")
     grader = load_module(str(bank.grader_path(problem)), None, "grader")
     ctx = Ctx(seed, full=full, settings=spec.settings)

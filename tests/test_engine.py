@@ -144,3 +144,9 @@ def test_seed_replays_exactly(client):
 def test_unknown_case_is_a_usage_error(client):
     with pytest.raises(ValueError, match="no case"):
         grade(client, "pass", case="nope")
+
+
+def test_global_state_changes_end_with_the_grading(client):
+    grade(client, "globals")
+    r = grade(client, "pass")
+    assert r.status == "pass", r.message

@@ -96,6 +96,8 @@ def table(r: dict) -> Table:
         big = s["largest"]
         big_text = f"{_bytes(big['bytes'])} {'×'.join(map(str, big['shape']))} ({big['op'].split('.')[1]})" \
             if big else "-"
+        if s.get("cuda_peak_bytes") is not None:
+            big_text += f"; CUDA peak {_bytes(s['cuda_peak_bytes'])}"
         t.add_row(Text(names[who], style="bold" if who == "submission" else ""), _ms(s["median_ms"]),
                   f"{s['rse_pct']:.1f}%", rtext, f"{s['gflops_per_s']:.2f}" if s["gflops_per_s"] else "-",
                   big_text)
