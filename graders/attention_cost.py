@@ -1,0 +1,120 @@
+"""Cases for `attention_cost`: the formulas against what torch really counts and allocates.
+
+FLOPs are compared with torch.utils.flop_counter.FlopCounterMode run over a plain matmul attention
+of the same sizes; memory with the bytes of the (B, H, Lq, Lk) tensors that attention allocates
+(its score matrix and its probability matrix) in the case's dtype.
+"""
+import math
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from attn_drill.api import Case, Ctx, Failure
+
+TARGET = "estimate_attention_cost"
+
+
+class _ScoreBytes(TorchDispatchMode):
+    """Bytes of the new storages that ops allocate for a tensor of the score shape (B, H, Lq, Lk).
+
+    Views of the inputs (e.g. K transposed, when D == Lq) allocate nothing and are skipped."""
+
+    def __init__(self, shape, inputs):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.storages = {}
+        self.old = {t.untyped_storage().data_ptr() for t in inputs}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == self.shape:
+            storage = out.untyped_storage()
+            if storage.data_ptr() not in self.old:
+                self.storages[storage.data_ptr()] = storage.nbytes()
+        return out
+
+
+def _attention(B, H, Lq, Lk, D, dtype, mode):
+    gen = torch.Generator().manual_seed(B * 1000 + Lq * 10 + Lk)
+    Q = torch.randn(B, H, Lq, D, generator=gen).to(dtype)
+    K = torch.randn(B, H, Lk, D, generator=gen).to(dtype)
+    V = torch.randn(B, H, Lk, D, generator=gen).to(dtype)
+    with mode(Q, K, V) as counter:
+        S = torch.matmul(Q * (1.0 / math.sqrt(D)), K.transpose(-2, -1))   # (B, H, Lq, Lk) scores
+        P = torch.softmax(S, dim=-1)                                        # (B, H, Lq, Lk) probabilities
+        torch.matmul(P, V)                                                  # (B, H, Lq, D)
+    return counter
+
+
+def _measure(B, H, Lq, Lk, D, dtype):
+    """(FLOPs, bytes of scores + probabilities) of one plain attention forward in `dtype`."""
+    flops = _attention(B, H, Lq, Lk, D, dtype, lambda *qkv: FlopCounterMode(display=False))
+    # memory does not depend on D; a head dim other than Lk leaves S and P the only score-shaped tensors
+    sizes = _attention(B, H, Lq, Lk, Lk + 1, dtype, lambda *qkv: _ScoreBytes((B, H, Lq, Lk), qkv))
+    return flops.get_total_flops(), sum(sizes.storages.values())
+
+
+def _check(sub, ref, case: Case):
+    k = case.kwargs
+    B, H, L, D = k["B"], k["H"], k["L"], k["D"]
+    Lk = k.get("Lk") or L
+    nbytes = torch.empty((), dtype=case.dtype).element_size()
+    want_flops, want_mem = _measure(B, H, L, Lk, D, case.dtype)
+    args = [B, H, L, D]
+    kwargs = {}
+    if "bytes_per_elem" in k:
+        kwargs["bytes_per_elem"] = k["bytes_per_elem"]
+    if "Lk" in k:
+        kwargs["Lk"] = k["Lk"]
+    got = sub.estimate_attention_cost(*args, **kwargs)
+    call = f"estimate_attention_cost({', '.join(map(str, args))}" + "".join(
+        f", {n}={v}" for n, v in kwargs.items()) + ")"
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return [f"{call} returned {got!r}; it must return a pair (flops, memory_bytes)"]
+    flops, mem = got
+    fails = []
+    what = f"B={B}, H={H}, Lq={L}, Lk={Lk}, D={D}"
+    if flops != want_flops:
+        msg = (f"{call}: flops = {flops}, but FlopCounterMode counts {want_flops} for the two matmuls "
+               f"of attention with {what} (2 FLOPs per multiply-add)")
+        mistake = None
+        if flops * 2 == want_flops:
+            mistake = "multiply_add_once"
+        elif flops == want_flops + B * H * L * Lk:
+            mistake = "softmax_flops_counted"
+        elif Lk != L and flops == 4 * B * H * L * L * D:
+            mistake = "square_length"
+        fails.append(Failure(msg, mistake=mistake))
+    if mem != want_mem:
+        msg = (f"{call}: memory_bytes = {mem}, but the score and probability matrices "
+               f"(2 x {B}x{H}x{L}x{Lk}) take {want_mem} bytes at {nbytes} bytes per element")
+        mistake = None
+        if mem * 2 == want_mem:
+            mistake = "memory_one_matrix"
+        elif mem * nbytes == want_mem:
+            mistake = "memory_in_elements"
+        elif Lk != L and mem == 2 * B * H * L * L * nbytes:
+            mistake = "square_length"
+        fails.append(Failure(msg, mistake=mistake))
+    return fails
+
+
+def _case(name, dtype, note="", **sizes):
+    return Case(name=name, target=TARGET, kwargs=sizes, dtype=dtype, grad=False, check=_check, note=note)
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case("cross_fp32", torch.float32, B=2, H=3, L=7, D=5, Lk=11, bytes_per_elem=4, note="Lq != Lk"),
+        _case("self_fp64", torch.float64, B=3, H=2, L=9, D=6, bytes_per_elem=8, note="Lk defaults to L"),
+        _case("defaults_bf16", torch.bfloat16, B=1, H=5, L=13, D=7, note="bytes_per_elem defaults to 2"),
+        _case("one_query_fp32", torch.float32, B=1, H=1, L=1, D=3, Lk=17, bytes_per_elem=4, note="Lq = 1"),
+    ]
+    if ctx.full:
+        for i in range(6):
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            out.append(_case(f"random{i}", dtype, B=ctx.int(1, 4), H=ctx.int(1, 6), L=ctx.int(1, 23),
+                             D=ctx.int(2, 11), Lk=ctx.int(1, 29),
+                             bytes_per_elem=torch.empty((), dtype=dtype).element_size()))
+    return out

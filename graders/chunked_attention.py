@@ -1,0 +1,83 @@
+"""Cases for `chunked_attention`: ragged chunks, chunk > L, Lq != Lk, negative and large logits,
+dtypes, and a bound on the largest tensor the submission may build (no full Lq x Lk scores)."""
+import math
+
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, MaxNumel
+
+TARGET = "chunked_attention"
+
+
+def _limit(B, H, Lq, Lk, D, Dv, chunk):
+    """The largest tensor a chunked solution needs: a block of scores, or a Q/K/V/output-sized tensor."""
+    return B * H * max(min(chunk, Lq) * min(chunk, Lk), Lq * D, Lq * Dv, Lk * D, Lk * Dv)
+
+
+def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, chunk, dtype, scale=None, kind=""):
+    if kind == "negative":
+        # every score far below 0 (about -1000 .. -3000): exp(score - 0) underflows to 0
+        Q = ctx.rand(B, H, Lq, D) + 1.0
+        K = -(ctx.rand(B, H, Lk, D) + 1.0) * (1000.0 * math.sqrt(D) / D)
+    else:
+        # "large": scores of a few hundred up to ~1e3, where exp without max-subtraction overflows
+        Q = ctx.randn(B, H, Lq, D, scale=150.0 if kind == "large" else 1.0)
+        K = ctx.randn(B, H, Lk, D)
+    V = ctx.randn(B, H, Lk, Dv)
+    limit = _limit(B, H, Lq, Lk, D, Dv, chunk)
+    trace = (MaxNumel(limit, what=f"full {Lq}x{Lk} score matrix"),) if limit < B * H * Lq * Lk else ()
+    notes = {"negative": "all scores << 0", "large": "large logits"}
+    rtol = None
+    if kind == "large" and dtype == torch.float32:
+        # a score of size |s| is rounded by |s|·eps in float32, which moves the softmax (and its
+        # gradients) relatively by as much: allow that, on top of the dtype's usual tolerance
+        s = (scale or 1.0 / math.sqrt(D)) * torch.matmul(Q, K.transpose(-2, -1)).abs().max()
+        rtol = max(1.3e-6, 2 * torch.finfo(torch.float32).eps * float(s))
+    return Case(name=name, target=TARGET, inputs={"Q": Q, "K": K, "V": V},
+                kwargs={"chunk_size": chunk, "scale": scale}, dtype=dtype, grad=False, trace=trace, rtol=rtol,
+                note=f"chunk {chunk}" + (f", {notes[kind]}" if kind else ""))
+
+
+def _chunk_free(sub, ref, case: Case):
+    """The same inputs under several chunk sizes give the same answer as the reference."""
+    Q, K, V = (case.inputs[n].to(case.dtype) for n in ("Q", "K", "V"))
+    Lq, Lk = Q.shape[2], K.shape[2]
+    want = ref.chunked_attention(Q, K, V, chunk_size=max(Lq, Lk))
+    fails = []
+    for chunk in (1, 2, 5, Lk - 1, Lk + 3):
+        got = sub.chunked_attention(Q, K, V, chunk_size=chunk)
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            fails.append(f"chunk_size={chunk}: returned {shape}, expected shape {tuple(want.shape)}")
+            continue
+        err = float((got - want).abs().max()) if got.isfinite().all() else math.inf
+        if err > 1e-10:
+            fails.append(Failure(f"chunk_size={chunk} gives an answer {err:.3g} away from the full softmax "
+                                 f"(Lq={Lq}, Lk={Lk}); the result must not depend on the chunk size"))
+    return fails
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case(ctx, "ragged_fp64", 2, 3, 13, 13, 5, 5, 4, torch.float64),
+        _case(ctx, "cross_fp64", 1, 2, 7, 17, 6, 3, 5, torch.float64, scale=0.8),
+        _case(ctx, "chunk_gt_len_fp64", 2, 1, 11, 6, 4, 4, 32, torch.float64),
+        _case(ctx, "one_query_fp32", 3, 2, 1, 9, 3, 3, 2, torch.float32),
+        _case(ctx, "negative_scores_fp64", 2, 2, 9, 10, 4, 4, 3, torch.float64, kind="negative"),
+        _case(ctx, "large_logits_fp32", 2, 2, 9, 14, 5, 5, 4, torch.float32, kind="large"),
+        _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
+        _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
+    ]
+    out.append(Case(name="chunk_size_free_fp64", target=TARGET,
+                    inputs={"Q": ctx.randn(2, 2, 6, 4), "K": ctx.randn(2, 2, 11, 4),
+                            "V": ctx.randn(2, 2, 11, 3)},
+                    dtype=torch.float64, grad=False, check=_chunk_free, note="chunk sizes 1, 2, 5, Lk-1, Lk+3"))
+    if ctx.full:
+        for i in range(6):
+            B, H, Lq, Lk = ctx.int(1, 3), ctx.int(1, 4), ctx.int(1, 29), ctx.int(1, 31)
+            D, Dv, chunk = ctx.int(2, 9), ctx.int(2, 9), ctx.int(1, 12)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            kind = ctx.choice(["", "", "large"]) if dtype != torch.bfloat16 else ""   # bf16 cannot hold scores ~1e3
+            out.append(_case(ctx, f"random{i}", B, H, Lq, Lk, D, Dv, chunk, dtype,
+                             scale=ctx.choice([None, 0.3, 1.1]), kind=kind))
+    return out

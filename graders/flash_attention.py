@@ -1,0 +1,139 @@
+"""Cases for `flash_attention`: forward and hand-written gradients against autograd, gradcheck, what
+the forward saves (the row log-sum-exp, never P), and no full score matrix in either pass."""
+import math
+
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, MaxNumel
+
+TARGET = "flash_attention"
+
+
+def _limit(B, H, Lq, Lk, D, Dv, block):
+    """The largest tensor a blocked solution needs: a tile of scores, or a Q/K/V/O-sized tensor."""
+    return B * H * max(min(block, Lq) * min(block, Lk), Lq * D, Lq * Dv, Lk * D, Lk * Dv)
+
+
+def _qkv(ctx: Ctx, B, H, Lq, Lk, D, Dv, kind=""):
+    if kind == "negative":
+        # every score far below 0 (about -1000 .. -4000): exp(score - 0) underflows to 0
+        Q = ctx.rand(B, H, Lq, D) + 1.0
+        K = -(ctx.rand(B, H, Lk, D) + 1.0) * (1000.0 * math.sqrt(D) / D)
+    else:
+        # "large": scores of a few hundred up to ~1e3, where exp without max-subtraction overflows
+        Q = ctx.randn(B, H, Lq, D, scale=150.0 if kind == "large" else 1.0)
+        K = ctx.randn(B, H, Lk, D)
+    return Q, K, ctx.randn(B, H, Lk, Dv)
+
+
+def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, block, dtype, scale=None, kind=""):
+    Q, K, V = _qkv(ctx, B, H, Lq, Lk, D, Dv, kind)
+    limit = _limit(B, H, Lq, Lk, D, Dv, block)
+    trace = (MaxNumel(limit, what=f"full {Lq}x{Lk} score matrix"),) if limit < B * H * Lq * Lk else ()
+    notes = {"negative": "all scores << 0", "large": "large logits"}
+    rtol = None
+    if kind == "large" and dtype == torch.float32:
+        # a score of size |s| is rounded by |s|·eps in float32, which moves the softmax (and its
+        # gradients) relatively by as much: allow that, on top of the dtype's usual tolerance
+        s = (scale or 1.0 / math.sqrt(D)) * torch.matmul(Q, K.transpose(-2, -1)).abs().max()
+        rtol = max(1.3e-6, 2 * torch.finfo(torch.float32).eps * float(s))
+    # all-negative rows: the forward is what can break there (a running max started at 0 gives 0 / 0)
+    return Case(name=name, target=TARGET, inputs={"Q": Q, "K": K, "V": V},
+                kwargs={"scale": scale, "block_size": block}, dtype=dtype, trace=trace, rtol=rtol,
+                grad=kind != "negative",
+                note=f"block {block}" + (f", {notes[kind]}" if kind else ""))
+
+
+def _gradcheck(sub, ref, case: Case):
+    """torch.autograd.gradcheck of the submission's own backward against finite differences of its forward."""
+    Q, K, V = (case.inputs[n].to(torch.float64).clone().requires_grad_() for n in ("Q", "K", "V"))
+    kw = case.kwargs
+
+    def fn(q, k, v):
+        return sub.flash_attention(q, k, v, scale=kw["scale"], block_size=kw["block_size"])
+
+    ok = torch.autograd.gradcheck(fn, (Q, K, V), fast_mode=True, raise_exception=False)
+    if not ok:
+        return [Failure(f"torch.autograd.gradcheck (float64, Q {tuple(Q.shape)}, K {tuple(K.shape)}, "
+                        f"V {tuple(V.shape)}, scale {kw['scale']}, block_size {kw['block_size']}) fails: your "
+                        f"backward does not match finite differences of your own forward")]
+    return []
+
+
+def _saved(sub, ref, case: Case):
+    """The forward keeps O(L) statistics per row (log-sum-exp), never P or any Lq x Lk tensor."""
+    Q, K, V = (case.inputs[n].to(case.dtype).clone().requires_grad_() for n in ("Q", "K", "V"))
+    B, H, Lq, D = Q.shape
+    Lk, Dv = K.shape[2], V.shape[3]
+    shapes = []
+
+    def pack(t):
+        shapes.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = sub.flash_attention(Q, K, V, **case.kwargs)
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+        return ["flash_attention returned no tensor with a grad_fn: call FlashAttention.apply(...)"]
+    fn = getattr(sub, "FlashAttention", None)
+    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
+        return ["FlashAttention must be a subclass of torch.autograd.Function"]
+    if type(out.grad_fn).__name__ != "FlashAttentionBackward":
+        return [f"the output's grad_fn is {type(out.grad_fn).__name__}, so autograd differentiates your ops; "
+                f"flash_attention must return FlashAttention.apply(...) so that your own backward runs"]
+
+    def tensors(value):                  # tensors kept on ctx as attributes, also inside lists
+        if isinstance(value, torch.Tensor):
+            yield tuple(value.shape)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from tensors(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from tensors(v)
+
+    for value in vars(out.grad_fn).values() if hasattr(out.grad_fn, "__dict__") else ():
+        shapes.extend(tensors(value))
+    full = B * H * Lq * Lk
+    budget = B * H * (2 * Lq * D + 2 * Lk * D + Lq * Dv + Lk * Dv + 2 * Lq)   # Q, K, V, O, stats, slack
+    fails = []
+    big = [s for s in shapes if math.prod(s) >= full]
+    if big:
+        fails.append(Failure(f"the forward saves a tensor of shape {list(big[0])} for backward; save the row "
+                             f"log-sum-exp (B, H, Lq, 1) instead of P and recompute P block by block"))
+    total = sum(math.prod(s) for s in shapes)
+    if not big and total > budget:
+        fails.append(Failure(f"the forward saves {total} elements for backward ({len(shapes)} tensors); "
+                             f"Q, K, V, O and one statistic per row need at most {budget}: do not keep "
+                             f"blocks of P"))
+    return fails
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case(ctx, "ragged_fp64", 2, 3, 13, 13, 5, 5, 4, torch.float64),
+        _case(ctx, "cross_fp64", 1, 2, 7, 17, 6, 3, 5, torch.float64, scale=0.8),
+        _case(ctx, "block_gt_len_fp32", 2, 1, 11, 6, 4, 4, 32, torch.float32),
+        _case(ctx, "one_query_fp64", 3, 2, 1, 9, 3, 3, 2, torch.float64, scale=1.7),
+        _case(ctx, "negative_scores_fp64", 2, 2, 9, 10, 4, 4, 3, torch.float64, kind="negative"),
+        _case(ctx, "large_logits_fp32", 2, 2, 9, 14, 5, 5, 4, torch.float32, kind="large"),
+        _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
+        _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
+    ]
+    Q, K, V = _qkv(ctx, 1, 2, 4, 5, 3, 2)
+    out.append(Case(name="gradcheck_fp64", target=TARGET, inputs={"Q": Q, "K": K, "V": V},
+                    kwargs={"scale": 0.7, "block_size": 2}, grad=False, check=_gradcheck,
+                    note="torch.autograd.gradcheck, fast mode"))
+    Q, K, V = _qkv(ctx, 1, 2, 12, 40, 2, 2)
+    out.append(Case(name="saves_lse_not_p_fp64", target=TARGET, inputs={"Q": Q, "K": K, "V": V},
+                    kwargs={"scale": None, "block_size": 8}, grad=False, check=_saved,
+                    note="what ctx keeps for backward"))
+    if ctx.full:
+        for i in range(6):
+            B, H, Lq, Lk = ctx.int(1, 3), ctx.int(1, 4), ctx.int(1, 29), ctx.int(1, 31)
+            D, Dv, block = ctx.int(2, 9), ctx.int(2, 9), ctx.int(1, 12)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            kind = ctx.choice(["", "", "large"]) if dtype != torch.bfloat16 else ""   # bf16 cannot hold scores ~1e3
+            out.append(_case(ctx, f"random{i}", B, H, Lq, Lk, D, Dv, block, dtype,
+                             scale=ctx.choice([None, 0.3, 1.1]), kind=kind))
+    return out
