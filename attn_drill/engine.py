@@ -467,10 +467,19 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
             res.detail = detail(sg, tg, cmp, axes if "param" not in key else ("out feature", "in feature"))
             return res, limits
     # -- op-trace rules
-    for rule in case.trace:
+    for i, rule in enumerate(case.trace):
         msg = rule.check(sub.ops, case)
         if msg:
+            res.tensor = f"trace rule {i}"
             return _fail(res, "forward", msg), limits
+    return res, limits
+
+
+def judge(case: Case, truth: Side, low: Side | None, side: Side, spec) -> tuple[CaseResult, dict]:
+    """The whole verdict on one side of a case: outputs, input gradients, trace rules, parameter gradients."""
+    res, limits = _judge(case, truth, low, side, spec)
+    if res.status == PASS and case.grad and case.init is not None:
+        res = _judge_param_grads(res, case, truth, low, side, limits)
     return res, limits
 
 
@@ -586,8 +595,8 @@ def _matches(sub: Side, mut: Side, limits: dict) -> float | None:
             allowed = lim["allowed_abs"] if lim else 1e-6
             rtol = lim["rtol"] if lim else 1e-5
             a, b = s.detach().cpu().double(), m.detach().cpu().double()
-            both_nan = torch.isnan(a) & torch.isnan(b)
-            diff = torch.where(both_nan, torch.zeros_like(a), (a - b).abs())
+            same = (torch.isnan(a) & torch.isnan(b)) | (a == b)   # equal infinities too
+            diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
             if torch.isnan(diff).any() or (diff > 4 * allowed + 4 * rtol * b.abs().nan_to_num()).any():
                 return None
             score += float(diff.nan_to_num().norm()) / (float(b.nan_to_num().norm()) + 1e-30)
@@ -680,9 +689,7 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
             if forb and "scaled_dot_product_attention" in spec.all_forbidden and not sub.problem:
                 sub.problem = UserProblem("forbidden", f"your code ran {forb[0]}, a fused attention kernel this "
                                                        f"problem forbids: write it by hand")
-            res, limits = _judge(case, truth, low, sub, spec)
-            if res.status == PASS and case.grad and case.init is not None:
-                res = _judge_param_grads(res, case, truth, low, sub, limits)
+            res, limits = judge(case, truth, low, sub, spec)
             if sub.adapted and sub.adapted not in report.warnings:
                 report.warnings.append(sub.adapted)
             first_failure = report.first_failure() is None
@@ -694,11 +701,16 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
                     if mmod is None:
                         continue
                     try:
-                        mut = run_side(mmod, prep, truth=False, session=None, trace=False, repeat=False)
+                        mut = run_side(mmod, prep, truth=False, session=None, trace=True, repeat=False)
                     except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
                         continue
-                    if mut.problem or _judge(case, truth, low, mut, spec)[0].status == PASS:
-                        continue  # a mutant that is right (or crashes) on this case names nothing here
+                    if mut.problem:
+                        continue
+                    mres = judge(case, truth, low, mut, spec)[0]
+                    if mres.status == PASS:
+                        continue  # a mutant that is right on this case names nothing here
+                    if res.tensor.startswith("trace rule") and mres.tensor != res.tensor:
+                        continue  # the submission broke an op rule: only a mutant breaking the same one
                     score = _matches(sub, mut, limits)
                     if score is not None and (best is None or score < best[0]):
                         best = (score, mid)

@@ -39,8 +39,9 @@ MAX_FOLDER_BYTES = 50 << 20   # nor anything once a student's copy reaches this 
 SKIP_NAMES = {"__pycache__", ".git", ".attn-drill", ".ipynb_checkpoints"}
 
 # what a cell shows; the kinds of UserProblem that deserve their own word
-OUTCOME_STYLE = {"pass": "green", "fail": "red", "error": "red", "timeout": "magenta", "crash": "magenta",
-                 "memory": "magenta", "forbidden": "red", "exception": "red", "missing": "dim", "tool-error": "bold red"}
+OUTCOME_STYLE = {"pass": "green", "fail": "red", "error": "red", "exception": "red", "forbidden": "red",
+                 "timeout": "magenta", "crash": "magenta", "memory": "magenta", "missing": "dim",
+                 "tool-error": "bold red"}
 OWN_WORD = ("timeout", "crash", "memory", "forbidden", "exception")
 
 

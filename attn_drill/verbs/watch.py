@@ -113,10 +113,9 @@ class Watcher:
             con.clear()
         self.count += 1
         files = ", ".join(f.name for f in self.targets.values())
-        con.print(Text.assemble(("watching ", "dim"), (files, "bold"), ("   seed ", "dim"), str(self.seed),
-                                ("   check ", "dim"), f"#{self.count} at {time.strftime('%H:%M:%S')} "
-                                                      f"({seconds:.1f} s)",
-                                ("   save to re-check · Ctrl-C to stop", "dim")))
+        con.print(Text.assemble(("watching ", "dim"), (files, "bold"),
+                                f"   seed {self.seed}   check #{self.count} at {time.strftime('%H:%M:%S')} "
+                                f"({seconds:.1f} s)", ("   save to re-check · Ctrl-C to stop", "dim")))
         for pid in graded:
             con.print(render.report(self.reports[pid], bank.get(pid).title.get(self.lang), self.lang))
         others = [pid for pid in self.reports if pid not in graded]
