@@ -617,8 +617,10 @@ def _isolated_globals():
     finally:
         torch.set_default_dtype(saved[0])
         torch.set_grad_enabled(saved[1])
-        torch.set_num_threads(saved[2])
-        torch.use_deterministic_algorithms(saved[3])
+        if torch.get_num_threads() != saved[2]:
+            torch.set_num_threads(saved[2])
+        if torch.are_deterministic_algorithms_enabled() != saved[3]:  # the setter imports inductor: seconds
+            torch.use_deterministic_algorithms(saved[3])
         for name in set(sys.modules) - modules:
             if name.startswith("attn_drill_"):
                 del sys.modules[name]
