@@ -12,6 +12,7 @@ instead (figures, formulas, unit tests, properties).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -179,6 +180,17 @@ class Ctx:
         return lens
 
 
+def on_cuda(case: Case, dtype: torch.dtype = torch.float16, autocast: torch.dtype | None = None,
+            name: str | None = None) -> Case:
+    """A CUDA variant of a case (the GPU tier): the same inputs on the device, in `dtype` (float16 by
+    default) or in float32 under autocast. Without CUDA it is reported as skipped with the reason."""
+    what = f"{'autocast ' if autocast else ''}{str(autocast or dtype).replace('torch.', '')}"
+    return dataclasses.replace(
+        case, name=name or f"{case.name}_cuda_{what.replace(' ', '_')}", device="cuda",
+        dtype=torch.float32 if autocast else dtype, autocast=autocast,
+        cuda_reason=f"GPU tier ({what} on CUDA)")
+
+
 def padding_mask(lengths: torch.Tensor, length: int) -> torch.Tensor:
     """(B, L) bool, True = padding (ignored), right-padded after each row's valid length."""
     return torch.arange(length)[None, :] >= lengths[:, None]
@@ -203,4 +215,4 @@ def _numel(shape) -> int:
 
 
 __all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype",
-           "padding_mask", "causal_keep", "case_seed"]
+           "on_cuda", "padding_mask", "causal_keep", "case_seed"]

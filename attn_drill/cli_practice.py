@@ -61,7 +61,8 @@ def progress(json_out: bool = typer.Option(False, "--json", help="Print JSON ins
 @app.command()
 def watch(problem: Optional[str] = typer.Argument(None, help="Problem id; omit to watch every problem file here."),
           path: Optional[Path] = typer.Argument(None, help="File to watch (default ./<id>.py)."),
-          seed: Optional[int] = typer.Option(None, "--seed", help="Master seed (default: random, kept across re-checks)."),
+          seed: Optional[int] = typer.Option(None, "--seed",
+                                             help="Master seed (default: random, kept across re-checks)."),
           full: bool = typer.Option(False, "--full", help="Also run the larger random cases."),
           lang: Lang = typer.Option(Lang.en, "--lang", help="Diagnoses in en or zh.")):
     """Re-grade on every save, with a warm grader (no torch import per check). Ctrl-C stops.
@@ -80,7 +81,8 @@ def mock(minutes: Optional[float] = typer.Option(None, "--minutes", "-m",
          tag: Optional[str] = typer.Option(None, "--tag", "-t", help="Only problems with this tag."),
          problems: Optional[List[str]] = typer.Option(None, "--problem", "-p",
                                                       help="These problems (repeatable) instead of a random pick."),
-         seed: Optional[int] = typer.Option(None, "--seed", help="Seed for the pick and the grading (default: random)."),
+         seed: Optional[int] = typer.Option(None, "--seed",
+                                            help="Seed for the pick and the grading (default: random)."),
          dir: Path = typer.Option(Path("."), "--dir", help="Where to create the mock-YYYYmmdd-HHMM folder."),
          resume: bool = typer.Option(False, "--resume", help="Continue the paused mock with the time it had left."),
          history: bool = typer.Option(False, "--history", help="List the mock interviews recorded here."),

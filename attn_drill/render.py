@@ -31,7 +31,7 @@ def _num(x) -> str:
 
 
 # ---------------------------------------------------------------- check report
-def report(r: Report, title: str = "", lang: str = "en") -> Group:
+def report(r: Report, title: str = "", lang: str = "en", width: int = 80) -> Group:
     parts = []
     verdict = Text(" PASS ", style="bold black on green") if r.status == PASS else \
         Text(f" {r.status.upper()} ", style="bold white on red")
@@ -43,7 +43,7 @@ def report(r: Report, title: str = "", lang: str = "en") -> Group:
         parts.append(_problem(r.problem_error, "Your code could not be graded" if r.status == ERROR else
                               "Your code failed"))
     if r.cases:
-        parts.append(_case_table(r.cases))
+        parts.append(_case_table(r.cases, width))
     for f in r.findings:
         where = f"line {f['line']}: " if f["line"] else ""
         parts.append(Text(f"  ✗ {where}{f['message']}", style="red"))
@@ -81,17 +81,30 @@ def _problem(p, title: str) -> Panel:
     return Panel(body, title=f"{title} ({p.kind})", border_style="red", expand=True)
 
 
-def _case_table(cases: list[CaseResult]) -> Table:
-    t = Table(title=None, show_lines=False, pad_edge=False, expand=False, box=box.SIMPLE_HEAD)
-    for col in ("case", "inputs", "dtype", "mask", "fwd", "grad", "err", "tol", "ms"):
-        t.add_column(col, no_wrap=col in ("fwd", "grad", "err", "tol", "dtype", "ms"),
-                     min_width={"inputs": 11, "mask": 8, "case": 10}.get(col),
-                     justify="right" if col in ("ms", "err", "tol") else "left")
+def _case_table(cases: list[CaseResult], width: int = 80) -> Table:
+    t = Table(show_lines=False, pad_edge=False, expand=False, box=box.SIMPLE_HEAD)
+    longest = max((len(c.name) for c in cases), default=4)
+    t.add_column("case", no_wrap=True, min_width=min(longest, 26), max_width=26)
+    t.add_column("inputs", overflow="fold", min_width=9)
+    t.add_column("dtype", no_wrap=True)
+    t.add_column("mask", overflow="fold", min_width=6)
+    t.add_column("result", no_wrap=True)
+    t.add_column("err / tol", no_wrap=True, justify="right")
+    if width >= 110:
+        t.add_column("ms", no_wrap=True, justify="right")
     for c in cases:
-        fwd = _v(c.forward) if c.status != SKIP else _v(SKIP)
-        t.add_row(Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype), c.note, fwd,
-                  _v(c.gradient) if c.status != SKIP else Text(""), _num(c.max_error), _num(c.allowed),
-                  f"{c.time_ms:.0f}")
+        if c.status == SKIP:
+            verdict = _v(SKIP)
+        elif c.status == PASS:
+            verdict = _v(PASS)
+        else:
+            where = "grad" if c.gradient == FAIL else ("fwd" if c.forward == FAIL else "")
+            verdict = Text.assemble(_v(c.status), f" {where}" if where else "")
+        err = "" if c.max_error is None else f"{_num(c.max_error)} / {_num(c.allowed)}"
+        row = [Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype), c.note.replace("+", " + "), verdict, err]
+        if width >= 110:
+            row.append(f"{c.time_ms:.0f}")
+        t.add_row(*row)
     return t
 
 

@@ -5,8 +5,12 @@ any moment or two `check` runs at once never leave a half-written file. A damage
 aside as `state.json.damaged-<time>` and the tool carries on with a fresh state.
 
 Layout (version 1):
-    problems: {id: {status, attempts, started, first_pass, time_to_pass, best_seconds, last_check,
-                    hints_shown, solution_viewed}}
+    problems: {id: {status, attempts, started, first_pass, time_to_pass, best_time_to_pass,
+                    attempt_start, best_seconds, last_check, hints_shown, solution_viewed}}
+              started: first check or hint; time_to_pass: from then to the first pass;
+              attempt_start: set by `reset`, so the next pass times a fresh solve;
+              best_time_to_pass: the quickest solve (first, after a reset, or in a mock);
+              best_seconds: the quickest passing grading run.
     mocks:    a list of mock interviews. In a mock's own folder the entry is the live one
               ({"active", "status", "problems": {id: {...}}, timing...}); in the workspace the mock
               was started from, a link to it ({"folder", "status", "problem_ids", "scorecard"}).
@@ -102,7 +106,8 @@ def update(root: Path, fn, warn=None):
 def problem_entry(data: dict, pid: str) -> dict:
     entry = data["problems"].setdefault(pid, {})
     for key, default in (("status", "not started"), ("attempts", 0), ("first_pass", None),
-                         ("time_to_pass", None), ("best_seconds", None), ("started", None),
+                         ("time_to_pass", None), ("best_time_to_pass", None), ("attempt_start", None),
+                         ("best_seconds", None), ("started", None),
                          ("hints_shown", 0), ("solution_viewed", False), ("last_check", None)):
         entry.setdefault(key, default)
     return entry
@@ -154,6 +159,10 @@ def record_check(root: Path, report: Report, warn=None) -> None:
             if e["first_pass"] is None:
                 e["first_pass"] = now
                 e["time_to_pass"] = round(now - e["started"], 1)
+                best_solve(e, e["time_to_pass"])
+            elif e["attempt_start"] is not None:
+                best_solve(e, round(now - e["attempt_start"], 1))
+            e["attempt_start"] = None
             if e["best_seconds"] is None or report.seconds < e["best_seconds"]:
                 e["best_seconds"] = round(report.seconds, 3)
         elif e["status"] != "passed":
@@ -170,6 +179,19 @@ def record_check(root: Path, report: Report, warn=None) -> None:
         update(root, fn, warn)
     except OSError:
         pass  # a read-only folder must not stop grading
+
+
+def best_solve(entry: dict, seconds: float | None) -> None:
+    if seconds is not None and (entry.get("best_time_to_pass") is None or seconds < entry["best_time_to_pass"]):
+        entry["best_time_to_pass"] = seconds
+
+
+def record_reset(root: Path, pid: str, warn=None) -> None:
+    """The stub is back: the next pass times a fresh solve."""
+    def fn(data):
+        problem_entry(data, pid)["attempt_start"] = time.time()
+    with contextlib.suppress(OSError):
+        update(root, fn, warn)
 
 
 def record_hint(root: Path, pid: str, total: int, warn=None) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """Cases for `mhsa`: shapes, padding, 2-D and 3-D attention masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx, causal_keep, on_cuda, padding_mask
 
 TARGET = "MultiHeadSelfAttention"
 
@@ -35,6 +35,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
         _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
     ]
+    # the GPU tier: float16, and float32 under float16 autocast, on a larger padded causal case
+    big = _case(ctx, "large_causal_pad", 4, 77, 6, 16, torch.float32, pad=True, mask="causal")
+    out += [on_cuda(big, name="big_cuda_fp16"), on_cuda(big, autocast=torch.float16, name="big_cuda_autocast")]
     if ctx.full:
         for i in range(6):
             B, L, H, D = ctx.int(1, 4), ctx.int(1, 23), ctx.int(1, 5), ctx.int(2, 11)

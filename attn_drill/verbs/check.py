@@ -50,7 +50,7 @@ def show(reports: list[Report], as_json: bool, lang: str) -> int:
     else:
         con = render.console()
         for r in reports:
-            con.print(render.report(r, bank.get(r.problem).title.get(lang), lang))
+            con.print(render.report(r, bank.get(r.problem).title.get(lang), lang, con.width))
         if len(reports) > 1:
             passed = sum(r.status == PASS for r in reports)
             con.print(f"[bold]{passed} of {len(reports)} problems pass[/bold]")

@@ -464,15 +464,16 @@ class Session:
         """A problem passed in the mock counts as passed in the workspace too."""
         if self.workspace == self.folder or not state.state_dir(self.workspace).is_dir():
             return
-        passed = [p["id"] for p in card["problems"] if p["passed"]]
+        passed = {p["id"]: p["time_to_green"] for p in card["problems"] if p["passed"]}
         if not passed:
             return
 
         def fn(d):
-            for pid in passed:
+            for pid, seconds in passed.items():
                 e = state.problem_entry(d, pid)
                 e["status"] = "passed"
                 e["first_pass"] = e["first_pass"] or time.time()
+                state.best_solve(e, seconds)
         try:
             state.update(self.workspace, fn, self._warn)
         except OSError:
@@ -500,7 +501,8 @@ def scorecard(m: dict) -> dict:
                      "score": round(s, 2)})
     mean = score / max(len(rows), 1)
     verdict = next(word for limit, word in VERDICTS if mean >= limit)
-    return {"id": m["id"], "seed": m.get("seed"), "seconds": m["seconds"], "used": round(min(m["elapsed"], m["seconds"]), 1),
+    used = round(min(m["elapsed"], m["seconds"]), 1)
+    return {"id": m["id"], "seed": m.get("seed"), "seconds": m["seconds"], "used": used,
             "problems": rows, "passed": sum(r["passed"] for r in rows), "hints": sum(r["hints"] for r in rows),
             "score": round(mean, 2), "verdict": verdict}
 

@@ -107,6 +107,7 @@ def reset(pid: str, path: Path | None, yes: bool, cwd: Path) -> int:
         con.print(f"[yellow]kept a backup of your file:[/yellow] {saved}")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
+    state.record_reset(cwd, pid, _warn)
     con.print(f"restored the stub in [bold]{target}[/bold]; grade it with: attn-drill check {pid}")
     return 0
 
@@ -138,6 +139,7 @@ def progress_data(root: Path) -> dict:
             "id": spec.id, "title": spec.title.en, "title_zh": spec.title.zh, "difficulty": spec.difficulty,
             "tags": list(spec.tags), "status": e.get("status", "not started"), "attempts": e.get("attempts", 0),
             "first_pass": _iso(e.get("first_pass")), "time_to_pass": e.get("time_to_pass"),
+            "best_time_to_pass": e.get("best_time_to_pass"),
             "best_seconds": e.get("best_seconds"), "last_check": _iso(e.get("last_check")),
             "hints_shown": e.get("hints_shown", 0), "hints_total": len(spec.hints),
             "solution_viewed": bool(e.get("solution_viewed", False)),
@@ -160,11 +162,16 @@ def progress_data(root: Path) -> dict:
 def mock_summary(m: dict) -> dict:
     """One mock interview, in the same shape whether read from its folder or from a link to it."""
     card = m.get("scorecard") or {}
-    ids = m.get("problem_ids") or list((m.get("problems") or {}).keys())
+    live = m.get("problems") if isinstance(m.get("problems"), dict) else None
+    ids = m.get("problem_ids") or list((live or {}).keys())
+    passed, hints = card.get("passed"), card.get("hints")
+    if not card and live:  # a mock still going, read in its own folder
+        passed = sum(bool(p.get("passed_at")) for p in live.values())
+        hints = sum(p.get("hints", 0) for p in live.values())
+    used = card.get("used", state.mock_elapsed(m) if "elapsed" in m else None)
     return {"id": m.get("id"), "folder": m.get("folder"), "status": m.get("status"),
-            "started": _iso(m.get("started")), "seconds": m.get("seconds"),
-            "used": card.get("used", m.get("elapsed")), "problems": ids,
-            "passed": card.get("passed"), "hints": card.get("hints"), "verdict": card.get("verdict")}
+            "started": _iso(m.get("started")), "seconds": m.get("seconds"), "used": used, "problems": ids,
+            "passed": passed, "hints": hints, "verdict": card.get("verdict")}
 
 
 def progress(root: Path, as_json: bool, lang: str) -> int:
@@ -175,13 +182,14 @@ def progress(root: Path, as_json: bool, lang: str) -> int:
     con = render.console()
     t = Table(title="progress", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
               padding=(0, 1), collapse_padding=True)
-    for col in ("id", "level", "status", "checks", "first pass", "to pass", "grade s", "hints", "sol."):
+    # to pass: the first solve's time; best: the quickest solve (after a reset or in a mock)
+    for col in ("id", "level", "status", "checks", "first pass", "to pass", "best", "hints", "sol."):
         t.add_column(col, no_wrap=True, min_width=len(col),
-                     justify="right" if col in ("checks", "to pass", "grade s", "hints") else "left")
+                     justify="right" if col in ("checks", "to pass", "best", "hints") else "left")
     for r in d["problems"]:
         t.add_row(r["id"], r["difficulty"], Text(r["status"], style=STATUS_STYLE.get(r["status"])),
                   str(r["attempts"] or ""), _date(_epoch(r["first_pass"])), duration(r["time_to_pass"]),
-                  "" if r["best_seconds"] is None else f"{r['best_seconds']:.1f}",
+                  duration(r["best_time_to_pass"]),
                   f"{r['hints_shown']}/{r['hints_total']}" if r["hints_shown"] else "",
                   Text("viewed", style="yellow") if r["solution_viewed"] else "")
     con.print(t)
