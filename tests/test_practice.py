@@ -48,6 +48,18 @@ def test_record_check_counts_attempts_and_first_and_best_pass(tmp_path):
     assert json.loads((tmp_path / ".attn-drill" / "state.json").read_text())["version"] == state.VERSION
 
 
+def test_a_solve_after_reset_is_timed_for_the_best_time_to_pass(work):
+    state.record_check(work, _report(PASS))
+    state.update(work, lambda d: d["problems"]["attend"].update(time_to_pass=100.0, best_time_to_pass=100.0))
+    (work / "attend.py").write_text("done\n")
+    assert invoke(["reset", "attend", "--yes"]).exit_code == 0
+    state.update(work, lambda d: d["problems"]["attend"].update(attempt_start=time.time() - 5))
+    state.record_check(work, _report(FAIL))  # failing again after the pass keeps "passed"
+    state.record_check(work, _report(PASS))
+    e = state.load(work)["problems"]["attend"]
+    assert e["time_to_pass"] == 100.0 and 4 <= e["best_time_to_pass"] <= 30 and e["attempt_start"] is None
+
+
 def _hammer(root: str, n: int) -> None:
     for _ in range(n):
         state.record_check(Path(root), _report(FAIL))

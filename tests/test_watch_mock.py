@@ -170,6 +170,35 @@ def test_a_mock_running_in_another_terminal_is_not_resumed_twice(tmp_path, fixtu
         mock_verb.Session(tmp_path, tmp_path, False, "en")._open_segment()
 
 
+def test_mock_keys_hint_picks_a_problem_and_finish_asks_first(tmp_path, fixture_bank):
+    live = {"id": "mock-k", "active": True, "status": "running", "seconds": 300.0, "elapsed": 0.0,
+            "segment_start": time.time(), "seed": 1,
+            "problems": {"attend": {"hints": 0}, "other": {"hints": 0}}}
+    state.update(tmp_path, lambda d: d["mocks"].append(live))
+    s = mock_verb.Session(tmp_path, tmp_path, False, "en")
+    s.mock = state.load(tmp_path)["mocks"][0]
+
+    class Live:
+        console = _console()
+    screen = Live()
+    assert s._key("h", screen) is None and s.asking_hint
+    assert "hint for which problem? press 1-2" in _text(s._screen())
+    s._key("1", screen)
+    assert "hint 1 of 3" in screen.console.file.getvalue() and not s.asking_hint
+    assert state.load(tmp_path)["mocks"][0]["problems"]["attend"]["hints"] == 1
+    assert s._key("h", screen) is None and s._key("x", screen) is None  # cancelled
+    assert state.load(tmp_path)["problems"]["attend"]["hints_shown"] == 1
+    assert s._key("f", screen) is None and s._key("n", screen) is None
+    assert s._key("f", screen) is None and s._key("y", screen) == "finish"
+    assert "5:00 left" in _text(s._screen()) or "4:59 left" in _text(s._screen())
+
+
+def _text(renderable) -> str:
+    con = _console()
+    con.print(renderable)
+    return con.file.getvalue()
+
+
 def test_mock_history_and_resume_without_a_mock(tmp_path, monkeypatch, fixture_bank):
     from typer.testing import CliRunner
     from attn_drill.cli import app
@@ -181,11 +210,11 @@ def test_mock_history_and_resume_without_a_mock(tmp_path, monkeypatch, fixture_b
 
 
 # ---------------------------------------------------------------- the real terminal program (slow)
-pexpect = pytest.importorskip("pexpect")
 CLOCK = re.compile(r"(\d+:\d\d) left")
 
 
 def _spawn(args, cwd, timeout=90):
+    pexpect = pytest.importorskip("pexpect")
     env = dict(os.environ, NO_COLOR="1", COLUMNS="100", TERM="xterm", ATTN_DRILL_BANK=str(FIXTURES / "bank"))
     exe = shutil.which("attn-drill") or sys.executable
     argv = args if exe != sys.executable else ["-m", "attn_drill"] + args
@@ -196,6 +225,7 @@ def _spawn(args, cwd, timeout=90):
 
 
 def _finish(child) -> int:
+    import pexpect
     child.expect(pexpect.EOF)
     child.close()
     return child.exitstatus
@@ -245,13 +275,14 @@ def test_mock_in_a_terminal_countdown_check_pass_and_scorecard(tmp_path):
     child.expect("finished early")
     assert _finish(child) == 0
     out = child.logfile_read.getvalue()
-    card = json.loads(out[out.index("{"):].replace("\r\n", "\n"))
+    card = json.loads(out[re.search(r'\{\s*"id"', out).start():].replace("\r\n", "\n"))
     p = card["problems"][0]
     assert (p["id"], p["passed"], p["checks"], p["hints"]) == ("attend", True, 1, 1)
     assert p["time_to_green"] is not None and card["verdict"] == "pass"
     link = state.load(tmp_path)["mocks"][0]
     assert link["status"] == "finished" and link["scorecard"]["passed"] == 1
-    assert state.statuses(tmp_path)["attend"] == "passed"
+    e = state.load(tmp_path)["problems"]["attend"]
+    assert e["status"] == "passed" and e["best_time_to_pass"] == p["time_to_green"]
 
 
 @pytest.mark.slow
