@@ -186,6 +186,15 @@ def best_solve(entry: dict, seconds: float | None) -> None:
         entry["best_time_to_pass"] = seconds
 
 
+def record_new(root: Path, pid: str, warn=None) -> None:
+    """A stub was written: the solve timer starts now (unless the problem was started before)."""
+    def fn(data):
+        e = problem_entry(data, pid)
+        e["started"] = e["started"] or time.time()
+    with contextlib.suppress(OSError):
+        update(root, fn, warn)
+
+
 def record_reset(root: Path, pid: str, warn=None) -> None:
     """The stub is back: the next pass times a fresh solve."""
     def fn(data):

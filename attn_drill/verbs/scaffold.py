@@ -37,6 +37,8 @@ def new(pid: str, folder: Path, force: bool) -> int:
         saved = backup(path)
         con.print(f"[yellow]kept a backup of your file:[/yellow] {saved}")
     path.write_text(text, encoding="utf-8")
+    from ..state import record_new
+    record_new(folder, pid)
     con.print(f"wrote [bold]{path}[/bold]. Read the task: attn-drill show {pid}; "
               f"grade it: attn-drill check {pid}" + (f" {path}" if folder.resolve() != Path.cwd().resolve() else ""))
     return 0
