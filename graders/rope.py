@@ -1,0 +1,125 @@
+"""Cases for `rope`: the rotation table, the rotation itself (Meta-Llama pairs), relative-position
+property, RoPE on Q and K inside attention, padding, several head dims and thetas, dtypes."""
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, padding_mask
+
+
+def rope_table(dim: int, seq_len: int, theta: float) -> torch.Tensor:
+    """(seq_len, dim/2) complex128: exp(1j * m * theta^(-2i/dim)), built with cos/sin in float64."""
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    m = torch.arange(seq_len, dtype=torch.float64)[:, None]
+    angle = m * theta ** (-2.0 * i / dim)
+    return torch.complex(torch.cos(angle), torch.sin(angle))
+
+
+def _table_variants(dim: int, seq_len: int, theta: float) -> dict:
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    m = torch.arange(seq_len, dtype=torch.float64)[:, None]
+    def polar(a):
+        return torch.complex(torch.cos(a), torch.sin(a))
+    return {
+        "inv_freq_exponent": polar(m * theta ** (-i / dim)),
+        "positions_start_at_one": polar((m + 1) * theta ** (-2.0 * i / dim)),
+        "missing_reciprocal": polar(m * theta ** (2.0 * i / dim)),
+    }
+
+
+TABLES = ((8, 13, 10000.0), (6, 1, 10000.0), (16, 29, 500000.0), (10, 7, 100.0), (2, 5, 10000.0))
+
+
+def check_table(sub, ref, case) -> list:
+    for dim, seq_len, theta in TABLES:
+        got = sub.precompute_rope_freqs(dim, seq_len, theta)
+        call = f"precompute_rope_freqs({dim}, {seq_len}, theta={theta:g})"
+        if not isinstance(got, torch.Tensor) or not got.is_complex():
+            kind = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
+            return [f"{call} returned {kind}; return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})"]
+        if tuple(got.shape) != (seq_len, dim // 2):
+            return [f"{call} has shape {tuple(got.shape)}; expected ({seq_len}, {dim // 2}) (positions on rows)"]
+        got = got.detach().to("cpu", torch.complex128)
+        want = rope_table(dim, seq_len, theta)
+        err = float((got - want).abs().max())
+        if err <= 2e-5:
+            continue
+        msg = f"{call} differs from exp(1j * m * theta^(-2i/dim)) by up to {err:.3g}"
+        for mistake, table in _table_variants(dim, seq_len, theta).items():
+            if float((got - table).abs().max()) <= 2e-5:
+                if mistake == "inv_freq_exponent":
+                    return [Failure(msg + " (the exponent is 2i/dim: arange(0, dim, 2) / dim)", mistake=mistake)]
+                return [msg + f" (it looks like {mistake.replace('_', ' ')})"]
+        return [msg]
+    return []
+
+
+def check_relative(sub, ref, case) -> list:
+    """Scores between one rotated query and one rotated key depend only on their distance."""
+    gen = torch.Generator().manual_seed(case.seed)
+    failures = []
+    for dim, seq_len, theta in ((12, 17, 10000.0), (6, 9, 100.0)):
+        q = torch.randn(dim, generator=gen, dtype=torch.float64)
+        k = torch.randn(dim, generator=gen, dtype=torch.float64)
+        table = rope_table(dim, seq_len, theta)
+        rq = sub.apply_rotary_pos_emb(q.expand(1, 1, seq_len, dim).clone(), table)[0, 0]  # (L, D)
+        rk = sub.apply_rotary_pos_emb(k.expand(1, 1, seq_len, dim).clone(), table)[0, 0]  # (L, D)
+        s = rq.double() @ rk.double().T                                                  # (L, L): s[m, n]
+        shift = (s[1:, 1:] - s[:-1, :-1]).abs().max()
+        if not float(shift) <= 1e-9 * max(1.0, float(s.abs().max())):
+            failures.append(f"head_dim={dim}: q.k after rotation changes when both positions move by one "
+                            f"(|s(m+1, n+1) - s(m, n)| up to {float(shift):.3g}); RoPE scores must depend "
+                            "only on m - n")
+        norms = (rq.double().norm(dim=-1) - q.norm()).abs().max()
+        if not float(norms) <= 1e-9 * float(q.norm()):
+            failures.append(f"head_dim={dim}: the rotation changed the vector's length by up to {float(norms):.3g}")
+    return failures
+
+
+def _apply_case(ctx: Ctx, name, shape, theta, dtype, table_len=None):
+    *_, L, D = shape
+    table = rope_table(D, L if table_len is None else table_len, theta)[:L]
+    return Case(name=name, target="apply_rotary_pos_emb", init=None,
+                inputs={"x": ctx.randn(*shape)}, dtype=dtype,
+                run=lambda f, x: f(x, table), note=f"theta={theta:g} D={D}")
+
+
+def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, theta=10000.0, pad=False, extra=0, scale=1.0):
+    E = H * D
+    table = rope_table(D, L + extra, theta)
+    kwargs, notes = {}, [f"theta={theta:g}", f"D={D}"]
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    if extra:
+        notes.append(f"{L + extra}-row freqs")
+    if scale > 1:
+        notes.append("large logits")
+    return Case(name=name, target="RoPESelfAttention", init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
+                run=lambda m, x, **kw: m(x, table, **kw), note=" ".join(notes))
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        Case(name="freqs_table", target="precompute_rope_freqs", check=check_table, grad=False,
+             note="freqs_cis values"),
+        _apply_case(ctx, "apply_d8_fp64", (2, 3, 7, 8), 10000.0, torch.float64),
+        _apply_case(ctx, "apply_d6_l1_fp64", (1, 2, 1, 6), 10000.0, torch.float64),
+        _apply_case(ctx, "apply_3d_d14_fp32", (5, 11, 14), 500.0, torch.float32),
+        _apply_case(ctx, "apply_d10_bf16", (2, 2, 9, 10), 10000.0, torch.bfloat16),
+        Case(name="relative_positions", target="apply_rotary_pos_emb", check=check_relative, grad=False,
+             note="s(m,n) = s(m+k,n+k)"),
+        _attn_case(ctx, "attn_h3_d6_fp64", 2, 7, 3, 6, torch.float64),
+        _attn_case(ctx, "attn_b1_l1_fp64", 1, 1, 2, 4, torch.float64, extra=5),
+        _attn_case(ctx, "attn_pad_d10_fp64", 3, 9, 2, 10, torch.float64, theta=100.0, pad=True, extra=4),
+        _attn_case(ctx, "attn_h4_d4_fp32", 2, 13, 4, 4, torch.float32, theta=500000.0),
+        _attn_case(ctx, "attn_large_logits_fp32", 2, 6, 2, 8, torch.float32, scale=60.0),
+        _attn_case(ctx, "attn_bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
+    ]
+    if ctx.full:
+        for i in range(6):
+            B, L, H, D = ctx.int(1, 4), ctx.int(1, 23), ctx.int(1, 5), 2 * ctx.int(1, 7)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            theta = ctx.choice([100.0, 10000.0, 500000.0])
+            out.append(_attn_case(ctx, f"random{i}", B, L, H, D, dtype, theta=theta,
+                                  pad=bool(ctx.int(0, 1)), extra=ctx.int(0, 6)))
+    return out

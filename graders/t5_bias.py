@@ -1,0 +1,159 @@
+"""Cases for `t5_bias`: the bucket function (oracle values and a wide range, both directions), the bias
+table and its gradients, and T5 attention (encoder and causal decoder), padding, large logits, dtypes."""
+import math
+
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, padding_mask
+
+# Printed by Hugging Face transformers' T5Attention._relative_position_bucket (32 buckets, max distance 128).
+ORACLE_REL = [-1, -5, -20, -100, -128, -200, 1, 200]
+ORACLE = {True: [1, 5, 10, 15, 15, 15, 17, 31], False: [1, 5, 17, 30, 31, 31, 0, 0]}
+
+
+def bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int,
+           linear: bool = False, clamp: bool = True, direction: bool = True) -> torch.Tensor:
+    """The T5 bucket rule, written independently in float64, one element at a time."""
+    out = []
+    for r in rel.reshape(-1).tolist():
+        nb, b = num_buckets, 0
+        if bidirectional:
+            nb //= 2
+            if r > 0 and direction:
+                b = nb
+            d = abs(r)
+        else:
+            d = max(-r, 0)
+        exact = nb // 2
+        if d < exact:
+            b += d
+        else:
+            if linear:
+                v = exact + (d - exact) * (nb - exact) // (max_distance - exact)
+            else:
+                v = exact + int(math.log(d / exact) / math.log(max_distance / exact) * (nb - exact))
+            b += min(v, nb - 1) if clamp else v
+        out.append(b)
+    return torch.tensor(out, dtype=torch.long).reshape(rel.shape)
+
+
+VARIANTS = (
+    ("linear_buckets", dict(linear=True), "distances beyond the exact range must be spaced logarithmically"),
+    ("missing_clamp", dict(clamp=False), "distances beyond max_distance must share the last bucket"),
+    ("no_direction_offset", dict(direction=False),
+     "bidirectional: keys after the query must use the upper half of the buckets (+ num_buckets // 2)"),
+)
+
+
+def _call(sub, rel, bidirectional, num_buckets, max_distance):
+    fn = sub.T5RelativeBias._relative_position_bucket
+    return fn(rel.clone(), num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+
+
+def _judge(got, rel, want, bidirectional, nb, md, what) -> list:
+    mode = "bidirectional" if bidirectional else "causal"
+    if not isinstance(got, torch.Tensor) or got.dtype not in (torch.long, torch.int32, torch.int64):
+        kind = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
+        return [f"_relative_position_bucket returned {kind}; return integer bucket ids (torch.long)"]
+    if got.shape != rel.shape:
+        return [f"_relative_position_bucket returned shape {tuple(got.shape)} for input {tuple(rel.shape)}"]
+    got = got.long().cpu()
+    if torch.equal(got, want):
+        return []
+    i = int((got != want).nonzero()[0][0])
+    msg = (f"{what} ({mode}, num_buckets={nb}, max_distance={md}): relative position {int(rel[i])} "
+           f"gave bucket {int(got[i])}, expected {int(want[i])}")
+    for mistake, flags, why in VARIANTS:
+        if torch.equal(got, bucket(rel, bidirectional, nb, md, **flags)):
+            return [Failure(f"{msg}; {why}", mistake=mistake)]
+    return [msg]
+
+
+def check_oracle(sub, ref, case) -> list:
+    rel = torch.tensor(ORACLE_REL)
+    for bidirectional in (True, False):
+        want = torch.tensor(ORACLE[bidirectional])
+        got = _call(sub, rel, bidirectional, 32, 128)
+        fails = _judge(got, rel, want, bidirectional, 32, 128, "T5's own bucket values")
+        if fails:
+            return fails
+    return []
+
+
+def check_range(sub, ref, case) -> list:
+    for nb, md in ((32, 128), (12, 20), (10, 16)):
+        rel = torch.arange(-3 * md, 3 * md + 1)
+        for bidirectional in (True, False):
+            got = _call(sub, rel, bidirectional, nb, md)
+            fails = _judge(got, rel, bucket(rel, bidirectional, nb, md), bidirectional, nb, md,
+                           "bucket ids over a range of distances")
+            if fails:
+                return fails
+    return []
+
+
+def check_grad(sub, ref, case) -> list:
+    """The bias must come from the table's parameters, so that training can change it."""
+    module = sub.T5RelativeBias(3, 12, 20, True).double()
+    out = module(9)
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        return [Failure("T5RelativeBias(...)(9) does not depend on any parameter (no grad_fn): the bias table "
+                        "would never learn; index the nn.Embedding without detach() or torch.no_grad()",
+                        mistake="bias_detached")]
+    params = [p for p in module.parameters() if p.requires_grad]
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(case.seed), dtype=out.dtype)
+    grads = torch.autograd.grad(out, params, g, allow_unused=True)
+    if all(gr is None or not bool(gr.abs().sum() > 0) for gr in grads):
+        return [Failure("no parameter of T5RelativeBias receives a gradient from the bias",
+                        mistake="bias_detached")]
+    return []
+
+
+def _bias_case(name, H, L, nb, md, bidirectional, dtype):
+    return Case(name=name, target="T5RelativeBias",
+                init=dict(num_heads=H, num_buckets=nb, max_distance=md, bidirectional=bidirectional),
+                dtype=dtype, run=lambda m: m(L),
+                note=f"bias only, {'bidir' if bidirectional else 'causal'} {nb}/{md}", axes=("query", "key"))
+
+
+def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, nb=32, md=128, bidirectional=True, pad=False, scale=1.0):
+    E = H * D
+    kwargs, notes = {}, ["encoder" if bidirectional else "causal", f"{nb}/{md}"]
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    if scale > 1:
+        notes.append("large logits")
+    return Case(name=name, target="T5Attention",
+                init=dict(hidden_dim=E, num_heads=H, num_buckets=nb, max_distance=md, dropout=0.0,
+                          bidirectional=bidirectional),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
+                note=" ".join(notes))
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        Case(name="bucket_oracle", target="T5RelativeBias", check=check_oracle, grad=False,
+             note="T5's own bucket ids"),
+        Case(name="bucket_range", target="T5RelativeBias", check=check_range, grad=False,
+             note="all distances, both modes"),
+        Case(name="bias_has_grad", target="T5RelativeBias", check=check_grad, grad=False,
+             note="table gets gradients"),
+        _bias_case("bias_bidir_fp64", 3, 9, 32, 128, True, torch.float64),
+        _bias_case("bias_causal_small_fp64", 2, 30, 12, 20, False, torch.float64),
+        _bias_case("bias_long_l150_fp32", 4, 150, 32, 128, True, torch.float32),
+        _attn_case(ctx, "attn_fp64", 2, 7, 3, 5, torch.float64),
+        _attn_case(ctx, "attn_b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _attn_case(ctx, "attn_pad_small_buckets_fp64", 3, 26, 2, 4, torch.float64, nb=12, md=20, pad=True),
+        _attn_case(ctx, "attn_causal_fp32", 2, 21, 3, 4, torch.float32, nb=10, md=16, bidirectional=False),
+        _attn_case(ctx, "attn_large_logits_fp32", 2, 6, 2, 9, torch.float32, scale=17.0),
+        _attn_case(ctx, "attn_causal_pad_bf16", 2, 11, 3, 8, torch.bfloat16, bidirectional=False, pad=True),
+    ]
+    if ctx.full:
+        for i in range(6):
+            B, L, H, D = ctx.int(1, 4), ctx.int(1, 40), ctx.int(1, 5), ctx.int(2, 9)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            nb, md = ctx.choice([(32, 128), (12, 20), (8, 10), (16, 24)])
+            out.append(_attn_case(ctx, f"random{i}", B, L, H, D, dtype, nb=nb, md=md,
+                                  bidirectional=bool(ctx.int(0, 1)), pad=bool(ctx.int(0, 1))))
+    return out
