@@ -440,11 +440,9 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
         res.gradient = PASS
         gworst = None
         for key, tg in truth.grads.items():
-            if tg is None:
-                continue
-            sg = _sub_grad(key, tg, truth, sub)
-            if sg is _MISSING:
-                continue
+            if tg is None or key.startswith("param "):
+                continue  # parameters are judged in the submission's layout, by _judge_param_grads
+            sg = sub.grads.get(key)
             if sg is None:
                 return _fail(res, "gradient", f"no gradient reaches `{key}`: is something detached, "
                                               f"computed under no_grad, or not used?"), limits
@@ -484,14 +482,6 @@ def judge(case: Case, truth: Side, low: Side | None, side: Side, spec) -> tuple[
 
 
 _MISSING = object()
-
-
-def _sub_grad(key: str, tg, truth: Side, sub: Side):
-    """The submission's gradient for a truth key; parameters go through the layout adapter."""
-    if not key.startswith("param "):
-        return sub.grads.get(key, None)
-    # truth keys are reference parameter names; compare in the submission's layout instead
-    return _MISSING
 
 
 def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits) -> CaseResult:
