@@ -106,15 +106,18 @@ def test_a_class_of_broken_submissions(tmp_path):
         "alice": "pass", "bob": "fail", "carol": "exception", "dave": "timeout", "erin": "crash",
         "frank": "memory", "grace": "error", "heidi": "missing"}
     assert outcome["bob"]["diagnosis"] == "softmax_query_axis"
-    assert outcome["bob"]["replay"].startswith("attn-drill check mhsa ") and "--seed 1 --case " in outcome["bob"]["replay"]
-    assert outcome["alice"]["cases_passed"] == outcome["alice"]["cases_total"] == "7"
+    replay = outcome["bob"]["replay"]
+    assert replay.startswith("attn-drill check mhsa ") and "bob/mhsa.py --seed 1 --case " in replay
+    assert outcome["alice"]["cases_passed"] == outcome["alice"]["cases_total"] != "0"
     assert "forgot to finish this" in outcome["carol"]["message"]
     assert "exit code 3" in outcome["erin"]["message"]
     assert "writing" in outcome["grace"]["message"] and "not allowed" in outcome["grace"]["message"]
 
     # exercism v3 per submission, pointing at the student's own file, never the scratch copy
     alice = json.loads((out / "json" / "alice" / "mhsa.json").read_text())
-    assert alice["version"] == 3 and alice["status"] == "pass" and len(alice["tests"]) == 7
+    assert alice["version"] == 3 and alice["status"] == "pass"
+    ran = [t for t in alice["tests"] if not t["attn_drill"]["skipped"]]    # CUDA-only cases skip on CPU
+    assert len(ran) == int(outcome["alice"]["cases_total"]) and all(t["status"] == "pass" for t in ran)
     assert alice["attn_drill"]["file"].endswith("class/alice/mhsa.py") and alice["attn_drill"]["student"] == "alice"
     bob = json.loads((out / "json" / "bob" / "mhsa.json").read_text())
     assert bob["status"] == "fail" and "attn-drill-grade" not in json.dumps(bob)
