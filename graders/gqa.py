@@ -1,0 +1,53 @@
+"""Cases for `gqa`: several query/KV head ratios, padding, 2-D and 3-D masks, large logits, dtypes."""
+import torch
+
+from attn_drill.api import Case, Ctx, causal_keep, padding_mask
+
+TARGET = "GroupedQueryAttention"
+# Scores near 1e3 in float32: two correct implementations that round in a different order can
+# differ by a few times the reference's own error, so this case also allows 1e-3 relative.
+LARGE_LOGIT_RTOL = 1e-3
+
+
+def _case(ctx: Ctx, name, B, L, Hq, Hkv, D, dtype, pad=False, mask=None, scale=1.0, rtol=None):
+    E = Hq * D
+    kwargs, notes = {}, [f"{Hq}q/{Hkv}kv"]
+    if pad:
+        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
+        notes.append("pad")
+    if mask == "causal":
+        kwargs["attn_mask"] = causal_keep(L)
+        notes.append("causal 2-D")
+    elif mask == "random3d":
+        keep = ctx.rand(B, L, L) > 0.4
+        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
+        kwargs["attn_mask"] = keep
+        notes.append("random 3-D")
+    if scale > 1:
+        notes.append("large logits")
+    return Case(name=name, target=TARGET,
+                init=dict(hidden_dim=E, num_query_heads=Hq, num_kv_heads=Hkv, dropout=0.0),
+                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype, rtol=rtol,
+                note=" ".join(notes))
+
+
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _case(ctx, "q8_kv2_fp64", 2, 7, 8, 2, 3, torch.float64),
+        _case(ctx, "q6_kv3_pad_fp64", 3, 9, 6, 3, 5, torch.float64, pad=True),
+        _case(ctx, "q6_kv1_mqa_fp64", 2, 6, 6, 1, 4, torch.float64, mask="causal"),
+        _case(ctx, "q4_kv4_mha_fp64", 2, 5, 4, 4, 3, torch.float64),
+        _case(ctx, "b1_l1_fp64", 1, 1, 6, 2, 3, torch.float64),
+        _case(ctx, "q6_kv2_mask3d_fp32", 6, 8, 6, 2, 5, torch.float32, pad=True, mask="random3d"),
+        _case(ctx, "large_logits_fp32", 2, 5, 4, 2, 9, torch.float32, scale=35.0, rtol=LARGE_LOGIT_RTOL),
+        _case(ctx, "bf16", 2, 11, 8, 2, 6, torch.bfloat16, pad=True, mask="causal"),
+    ]
+    if ctx.full:
+        for i in range(6):
+            Hkv = ctx.int(1, 4)
+            Hq = Hkv * ctx.int(1, 4)
+            B, L, D = ctx.int(1, 4), ctx.int(1, 19), ctx.int(2, 9)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            out.append(_case(ctx, f"random{i}", B, L, Hq, Hkv, D, dtype, pad=bool(ctx.int(0, 1)),
+                             mask=ctx.choice([None, "causal", "random3d"])))
+    return out
