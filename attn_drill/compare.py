@@ -1,7 +1,7 @@
 """Compare a submission's tensor with the float64 ground truth, judged by the dtype's own error.
 
 The rule (after flash-attention's tests and torch.testing.assert_close):
-  allowed_abs = max(k * reference_error_in_this_dtype, atol[dtype])   k = 2 forward, 3 gradients
+  allowed_abs = max(k * reference_error_in_this_dtype, atol[dtype])   k = 4 forward, 6 gradients
   an element passes when |got - truth| <= allowed_abs + rtol[dtype] * |truth|
   and the whole tensor must also pass a relative-norm gate ||got - truth|| / ||truth|| <= gate, where
   gate = max(gate[dtype], k * the reference's own relative error) (at most 0.5), so a zero or
@@ -20,7 +20,7 @@ TOLERANCES = {
     torch.bfloat16: (1e-5, 1.6e-2, 6e-2),
     torch.float16: (1e-5, 1e-3, 1e-2),
 }
-K_FORWARD, K_GRAD = 2.0, 3.0
+K_FORWARD, K_GRAD = 4.0, 6.0  # wider than flash-attention's 2x/3x: hand-written solutions order their float ops in many ways
 ILL_CONDITIONED = 0.1   # the reference's own relative error above which a tensor is not judged
 HEAT_ROWS, HEAT_COLS = 16, 40
 
