@@ -4,6 +4,7 @@ heads. Nothing is displayed; the Agg backend is forced."""
 from __future__ import annotations
 
 import os
+import shutil
 import re
 import sys
 import tempfile
@@ -94,8 +95,9 @@ def _single(features: tuple[str, ...]):
         tokens = case.kwargs.get("tokens")
         tmp = tempfile.mkdtemp(prefix="attn_drill_fig_")
         path = os.path.join(tmp, "heatmap.png") if "save" in features else None
-        fig = sub.plot_attention_weights(w, layer, head, tokens=tokens, save_path=path)
+        fig = None
         try:
+            fig = sub.plot_attention_weights(w, layer, head, tokens=tokens, save_path=path)
             if not isinstance(fig, Figure):
                 return [f"plot_attention_weights returned {type(fig).__name__}; return the matplotlib Figure"]
             axes = _image_axes(fig)
@@ -134,9 +136,7 @@ def _single(features: tuple[str, ...]):
             return failures
         finally:
             _close(fig)
-            if path is not None and os.path.exists(path):
-                os.remove(path)
-            os.rmdir(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
     return check
 
 
