@@ -1,0 +1,27 @@
+"""Correct solutions written differently from the references must pass, whatever the seed.
+
+The tolerances are judged against the reference's own error in each dtype; these files guard
+against a rule so tight that a different but correct order of float operations fails.
+"""
+from pathlib import Path
+
+import pytest
+
+from attn_drill.worker import WorkerClient
+
+ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("*.py"))
+SEEDS = (0, 1, 6, 7, 10, 11)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with WorkerClient() as c:
+        yield c
+
+
+@pytest.mark.parametrize("path", ALTERNATIVES, ids=[p.stem for p in ALTERNATIVES])
+def test_a_correct_alternative_passes_on_every_seed(client, path):
+    for seed in SEEDS:
+        r = client.grade(path.stem, str(path), seed, full=True, time_limit=60)
+        first = r.first_failure()
+        assert r.status == "pass", f"seed {seed}: {r.message} {first.name + ': ' + first.message if first else ''}"
