@@ -23,15 +23,25 @@ def list_problems(tag: str | None, difficulty: str | None, lang: str, as_json: b
                          indent=2))
         return 0
     con = render.console()
+    wide = con.width >= 120
     table = Table(title=f"attn-drill problems ({len(specs)})", title_justify="left")
-    for col in ("id", "title", "level", "kind", "tags", "min", "status"):
-        table.add_column(col, no_wrap=col in ("id", "level", "min"))
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", ratio=1)
+    table.add_column("level", no_wrap=True)
+    if wide:
+        table.add_column("kind", no_wrap=True)
+        table.add_column("tags")
+    table.add_column("min", no_wrap=True, justify="right")
+    table.add_column("status", no_wrap=True)
     order = {d: i for i, d in enumerate(DIFFICULTIES)}
     style = {"passed": "green", "failing": "red"}
     for s in sorted(specs, key=lambda s: (s.seed_section or 99, order[s.difficulty], s.id)):
         st = statuses.get(s.id, "not started")
-        table.add_row(s.id, s.title.get(lang), s.difficulty, s.kind, ", ".join(s.tags), str(s.minutes),
-                      Text(st, style=style.get(st, "dim")))
+        row = [s.id, s.title.get(lang), s.difficulty]
+        if wide:
+            row += [s.kind, ", ".join(s.tags)]
+        row += [str(s.minutes), Text(st, style=style.get(st, "dim"))]
+        table.add_row(*row)
     con.print(table)
     if not specs:
         con.print("No problem matches those filters.")
