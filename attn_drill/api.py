@@ -171,6 +171,29 @@ class Ctx:
         seq = list(seq)
         return seq[self.int(0, len(seq) - 1)]
 
+    def masks(self, batch: int, length: int, pad: bool = False, mask: str | None = None):
+        """The usual self-attention masks as (kwargs, words for the report's mask column).
+
+        pad:  a (B, L) key_padding_mask (True = padding) with per-row lengths
+        mask: None, "causal" (a shared (L, L) keep-mask) or "random3d" (a (B, L, L) keep-mask per
+              batch element in which every query keeps key 0, so no row is fully masked)
+        """
+        kwargs, words = {}, []
+        if pad:
+            kwargs["key_padding_mask"] = padding_mask(self.lengths(batch, length), length)
+            words.append("pad")
+        if mask == "causal":
+            kwargs["attn_mask"] = causal_keep(length)
+            words.append("causal 2-D")
+        elif mask == "random3d":
+            keep = self.rand(batch, length, length) > 0.4
+            keep[..., 0] = True
+            kwargs["attn_mask"] = keep
+            words.append("random 3-D")
+        elif mask is not None:
+            raise ValueError(f"unknown mask kind {mask!r}: use None, 'causal' or 'random3d'")
+        return kwargs, words
+
     def lengths(self, batch: int, length: int, min_len: int = 1) -> torch.Tensor:
         """Valid lengths per batch row: the first row full, the others random in [min_len, length]."""
         lens = torch.randint(min_len, length + 1, (batch,), generator=self.gen)

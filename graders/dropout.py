@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx, Failure
 
 TARGET = "AttentionWithDropout"
 
@@ -176,17 +176,9 @@ def _output_check(p: float):
 def _case(ctx: Ctx, name, B, L, H, D, dtype, p=(0.2, 0.3), train=False, pad=False, mask=None, scale=1.0):
     E = H * D
     kwargs, notes = {}, ["train" if train else "eval", f"p={p[0]}/{p[1]}"]
-    if pad:
-        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
-        notes.append("pad")
-    if mask == "causal":
-        kwargs["attn_mask"] = causal_keep(L)
-        notes.append("causal 2-D")
-    elif mask == "random3d":
-        keep = ctx.rand(B, L, L) > 0.4
-        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
-        kwargs["attn_mask"] = keep
-        notes.append("random 3-D")
+    more, words = ctx.masks(B, L, pad, mask)
+    kwargs.update(more)
+    notes += words
     if scale > 1:
         notes.append("large logits")
     return Case(name=name, target=TARGET,

@@ -1,7 +1,7 @@
 """Cases for `gqa`: several query/KV head ratios, padding, 2-D and 3-D masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx
 
 TARGET = "GroupedQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -12,17 +12,9 @@ LARGE_LOGIT_RTOL = 1e-3
 def _case(ctx: Ctx, name, B, L, Hq, Hkv, D, dtype, pad=False, mask=None, scale=1.0, rtol=None):
     E = Hq * D
     kwargs, notes = {}, [f"{Hq}q/{Hkv}kv"]
-    if pad:
-        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
-        notes.append("pad")
-    if mask == "causal":
-        kwargs["attn_mask"] = causal_keep(L)
-        notes.append("causal 2-D")
-    elif mask == "random3d":
-        keep = ctx.rand(B, L, L) > 0.4
-        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
-        kwargs["attn_mask"] = keep
-        notes.append("random 3-D")
+    more, words = ctx.masks(B, L, pad, mask)
+    kwargs.update(more)
+    notes += words
     if scale > 1:
         notes.append("large logits")
     return Case(name=name, target=TARGET,

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 
-from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx, Failure
 
 TARGET = "MergedQKVAttention"
 # torch-level functions that run a matrix product (recorded with a TorchFunctionMode: cheap, and
@@ -125,17 +125,9 @@ def _numel(shape) -> int:
 def _case(ctx: Ctx, name, B, L, H, D, dtype, bias=False, pad=False, mask=None, scale=1.0) -> Case:
     E = H * D
     kwargs, notes = {}, []
-    if pad:
-        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
-        notes.append("pad")
-    if mask == "causal":
-        kwargs["attn_mask"] = causal_keep(L)
-        notes.append("causal 2-D")
-    elif mask == "random3d":
-        keep = ctx.rand(B, L, L) > 0.4
-        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
-        kwargs["attn_mask"] = keep
-        notes.append("random 3-D")
+    more, words = ctx.masks(B, L, pad, mask)
+    kwargs.update(more)
+    notes += words
     if bias:
         notes.append("bias")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0, bias=bias),

@@ -1,7 +1,7 @@
 """Cases for `mhsa`: shapes, padding, 2-D and 3-D attention masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, causal_keep, on_cuda, padding_mask
+from attn_drill.api import Case, Ctx, on_cuda
 
 TARGET = "MultiHeadSelfAttention"
 
@@ -9,17 +9,9 @@ TARGET = "MultiHeadSelfAttention"
 def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, mask=None, scale=1.0):
     E = H * D
     kwargs, notes = {}, []
-    if pad:
-        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
-        notes.append("pad")
-    if mask == "causal":
-        kwargs["attn_mask"] = causal_keep(L)
-        notes.append("causal 2-D")
-    elif mask == "random3d":
-        keep = ctx.rand(B, L, L) > 0.4
-        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
-        kwargs["attn_mask"] = keep
-        notes.append("random 3-D")
+    more, words = ctx.masks(B, L, pad, mask)
+    kwargs.update(more)
+    notes += words
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
                 note="+".join(notes) or ("large logits" if scale > 1 else ""))

@@ -8,7 +8,7 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from attn_drill.api import Case, Ctx, Failure, OpInputDtype, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx, Failure, OpInputDtype
 
 TARGET = "MixedPrecisionAttention"
 CORE_FP32 = (OpInputDtype("softmax", torch.float32), OpInputDtype("bmm", torch.float32))
@@ -83,17 +83,9 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, amp=torch.bfloat16, pad=False, mask
           device="cpu", autocast=None, trace=CORE_FP32, grad=True):
     E = H * D
     kwargs, notes = {}, [f"amp {str(amp).replace('torch.', '')}"]
-    if pad:
-        kwargs["key_padding_mask"] = padding_mask(ctx.lengths(B, L), L)
-        notes.append("pad")
-    if mask == "causal":
-        kwargs["attn_mask"] = causal_keep(L)
-        notes.append("causal 2-D")
-    elif mask == "random3d":
-        keep = ctx.rand(B, L, L) > 0.4
-        keep[..., 0] = True                      # every query keeps key 0: no fully masked row
-        kwargs["attn_mask"] = keep
-        notes.append("random 3-D")
+    more, words = ctx.masks(B, L, pad, mask)
+    kwargs.update(more)
+    notes += words
     if scale > 1:
         notes.append("large logits")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0, amp_dtype=amp),
