@@ -415,9 +415,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
                 raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
             cmp = compare(got, t, low_map.get(name), _tol_dtype(case), grad=False, rtol=case.rtol)
             limits[name] = cmp
-            score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
-            if worst is None or (not cmp["ok"] and worst[2]["ok"]) or (cmp["ok"] == worst[2]["ok"] and score > worst[0]):
-                worst = (score, name, cmp, got, t)
+            worst = _worse(worst, (name, cmp, got, t))
         else:
             if isinstance(t, float) and not case.exact:
                 ok = isinstance(got, (int, float)) and abs(got - t) <= 1e-9 * max(1.0, abs(t))
@@ -426,7 +424,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
             if not ok:
                 return _fail(res, "forward", f"`{name}` is {got!r}; expected {t!r}"), limits
     if worst is not None:
-        _, name, cmp, got, t = worst
+        name, cmp, got, t = worst
         res.tensor, res.compare, res.max_error, res.allowed = name, cmp, cmp["max_abs"], cmp["allowed_abs"]
         if not cmp["ok"]:
             res.status, res.forward = FAIL, FAIL
@@ -452,11 +450,9 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
             lg = low.grads.get(key) if low else None
             cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
             limits["grad " + key] = cmp
-            score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
-            if gworst is None or (not cmp["ok"] and gworst[2]["ok"]) or (cmp["ok"] == gworst[2]["ok"] and score > gworst[0]):
-                gworst = (score, key, cmp, sg, tg)
-        if gworst is not None and not gworst[2]["ok"]:
-            _, key, cmp, sg, tg = gworst
+            gworst = _worse(gworst, (key, cmp, sg, tg))
+        if gworst is not None and not gworst[1]["ok"]:
+            key, cmp, sg, tg = gworst
             res.status, res.gradient = FAIL, FAIL
             res.tensor, res.compare = f"grad {key}", cmp
             res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
@@ -484,6 +480,17 @@ def judge(case: Case, truth: Side, low: Side | None, side: Side, spec) -> tuple[
 _MISSING = object()
 
 
+def _worse(current, candidate):
+    """Of two (name, compare, got, truth) tuples, the one to report: a failure first, then the larger
+    error relative to what was allowed."""
+    if current is None:
+        return candidate
+    def key(item):
+        cmp = item[1]
+        return (not cmp["ok"], cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300))
+    return candidate if key(candidate) > key(current) else current
+
+
 def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits) -> CaseResult:
     """Gradients of parameters, compared in the submission's layout (merged or separate projections)."""
     mapping = getattr(sub, "mapping", {}) or {}
@@ -509,11 +516,9 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
                                           f"nothing detached?")
         cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
         limits["grad param " + sub_name] = cmp
-        score = cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300)
-        if worst is None or (not cmp["ok"] and worst[2]["ok"]) or (cmp["ok"] == worst[2]["ok"] and score > worst[0]):
-            worst = (score, sub_name, cmp, sg, tg)
-    if worst is not None and not worst[2]["ok"]:
-        _, name, cmp, sg, tg = worst
+        worst = _worse(worst, (sub_name, cmp, sg, tg))
+    if worst is not None and not worst[1]["ok"]:
+        name, cmp, sg, tg = worst
         res.status, res.gradient = FAIL, FAIL
         res.tensor, res.compare = f"grad param {name}", cmp
         res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
