@@ -84,25 +84,30 @@ def _problem(p, title: str) -> Panel:
 def _case_table(cases: list[CaseResult], width: int = 80) -> Table:
     t = Table(show_lines=False, pad_edge=False, expand=False, box=box.SIMPLE_HEAD)
     longest = max((len(c.name) for c in cases), default=4)
-    t.add_column("case", no_wrap=True, min_width=min(longest, 26), max_width=26)
-    t.add_column("inputs", overflow="fold", min_width=9)
+    t.add_column("case", no_wrap=True, min_width=min(longest, 24), max_width=24, overflow="ellipsis")
+    wide = width >= 110
+    if wide:
+        t.add_column("inputs", min_width=10)
     t.add_column("dtype", no_wrap=True)
-    t.add_column("mask", overflow="fold", min_width=6)
+    t.add_column("notes", min_width=6)
     t.add_column("result", no_wrap=True)
-    t.add_column("err / tol", no_wrap=True, justify="right")
-    if width >= 110:
+    t.add_column("error ≤ allowed", no_wrap=True, justify="right")
+    if wide:
         t.add_column("ms", no_wrap=True, justify="right")
     for c in cases:
-        if c.status == SKIP:
-            verdict = _v(SKIP)
-        elif c.status == PASS:
-            verdict = _v(PASS)
+        if c.status in (SKIP, PASS):
+            verdict = _v(c.status)
         else:
             where = "grad" if c.gradient == FAIL else ("fwd" if c.forward == FAIL else "")
             verdict = Text.assemble(_v(c.status), f" {where}" if where else "")
-        err = "" if c.max_error is None else f"{_num(c.max_error)} / {_num(c.allowed)}"
-        row = [Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype), c.note.replace("+", " + "), verdict, err]
-        if width >= 110:
+        err = ""
+        if c.max_error is not None:
+            ok = c.compare is None or c.compare.get("ok", True)
+            err = Text(f"{_num(c.max_error)} {'≤' if ok else '>'} {_num(c.allowed)}",
+                       style="" if ok else "red")
+        row = [Text(c.name, style=STYLE.get(c.status, ""))] + ([c.shapes] if wide else []) + [
+            _short(c.dtype), c.note.replace("+", " + "), verdict, err]
+        if wide:
             row.append(f"{c.time_ms:.0f}")
         t.add_row(*row)
     return t
@@ -116,6 +121,8 @@ def _short(dtype: str) -> str:
 
 def _failure(c: CaseResult, lang: str) -> Panel:
     rows = [Text(c.message, style="bold")]
+    if c.shapes:
+        rows.append(Text(f"inputs: {c.shapes}   dtype: {c.dtype}" + (f"   {c.note}" if c.note else ""), style="dim"))
     if c.problem:
         rows.append(_problem(c.problem, "Exception in your code"))
     for msg in c.checks[1:]:

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel
+from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda
 
 TARGET = "chunked_attention"
 
@@ -68,6 +68,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
         _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
     ]
+    # the GPU tier: a longer sequence in float16 on CUDA, chunks of 32
+    out.append(on_cuda(_case(ctx, "long", 2, 4, 157, 203, 64, 64, 32, torch.float32), name="long_cuda_fp16"))
     out.append(Case(name="chunk_size_free_fp64", target=TARGET,
                     inputs={"Q": ctx.randn(2, 2, 6, 4), "K": ctx.randn(2, 2, 11, 4),
                             "V": ctx.randn(2, 2, 11, 3)},

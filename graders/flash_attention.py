@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel
+from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda
 
 TARGET = "flash_attention"
 
@@ -120,6 +120,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
         _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
     ]
+    # the GPU tier: a longer sequence in float16 on CUDA, blocks of 32
+    out.append(on_cuda(_case(ctx, "long", 2, 4, 157, 203, 64, 64, 32, torch.float32), name="long_cuda_fp16"))
     Q, K, V = _qkv(ctx, 1, 2, 4, 5, 3, 2)
     out.append(Case(name="gradcheck_fp64", target=TARGET, inputs={"Q": Q, "K": K, "V": V},
                     kwargs={"scale": 0.7, "block_size": 2}, grad=False, check=_gradcheck,

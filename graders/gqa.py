@@ -1,7 +1,7 @@
 """Cases for `gqa`: several query/KV head ratios, padding, 2-D and 3-D masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx
+from attn_drill.api import Case, Ctx, on_cuda
 
 TARGET = "GroupedQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -34,6 +34,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 5, 4, 2, 9, torch.float32, scale=35.0, rtol=LARGE_LOGIT_RTOL),
         _case(ctx, "bf16", 2, 11, 8, 2, 6, torch.bfloat16, pad=True, mask="causal"),
     ]
+    # the GPU tier: a larger padded causal case (Llama-like 32/8 heads) in float16 and under autocast
+    big = _case(ctx, "big", 3, 61, 32, 8, 16, torch.float32, pad=True, mask="causal")
+    out += [on_cuda(big, name="big_cuda_fp16"), on_cuda(big, autocast=torch.float16, name="big_cuda_autocast")]
     if ctx.full:
         for i in range(6):
             Hkv = ctx.int(1, 4)

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, causal_keep
+from attn_drill.api import Case, Ctx, causal_keep, on_cuda
 
 TARGET = "scaled_dot_product_attention_backward"
 
@@ -43,6 +43,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 2, 5, 9, 7, 7, torch.float32, logit=40.0),
         _case(ctx, "bf16", 2, 3, 12, 9, 8, 8, torch.bfloat16, mask="pad"),
     ]
+    # the GPU tier: a larger causal case in float16 on CUDA
+    out.append(on_cuda(_case(ctx, "big_causal", 2, 4, 96, 96, 64, 64, torch.float32, mask="causal"),
+                       name="big_causal_cuda_fp16"))
     if ctx.full:
         for i in range(6):
             B, H, Lq, Lk = ctx.int(1, 3), ctx.int(1, 4), ctx.int(1, 17), ctx.int(1, 19)
