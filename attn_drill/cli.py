@@ -5,7 +5,6 @@ torch is never imported here: grading happens in a worker process.
 """
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -155,7 +154,7 @@ def verify(problems: Optional[List[str]] = typer.Argument(None, help="Problem id
     _run(verb, list(problems or []), seed, full, json_out)
 
 
-from . import cli_classroom, cli_practice  # noqa: E402,F401 - they register their commands on `app`
+from . import cli_classroom, cli_practice  # noqa: E402,F401 - importing them registers their commands
 
 
 def main() -> None:

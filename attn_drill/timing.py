@@ -121,7 +121,7 @@ def sdpa_shapes(ops) -> dict | None:
 class Bench:
     def __init__(self, req: dict):
         import torch
-        from . import bank, engine
+        from . import bank, usercode
         self.torch = torch
         self.req = req
         self.spec = bank.get(req["problem"])
@@ -131,13 +131,13 @@ class Bench:
             raise BenchProblem("--device cuda, but this machine has no CUDA device")
         self.device = "cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu"
         self.seed = int(req.get("seed", 0))
-        self.session = engine.Session(self.path, self.spec.all_forbidden)
-        self.ref_session = engine.Session(str(bank.reference_path(self.spec.id)), ())
+        self.session = usercode.Session(self.path, self.spec.all_forbidden)
+        self.ref_session = usercode.Session(str(bank.reference_path(self.spec.id)), ())
         try:
-            self.sub_mod = engine.load_module(self.path, self.session, "submission")
-        except engine.UserProblemError as exc:
+            self.sub_mod = usercode.load_module(self.path, self.session, "submission")
+        except usercode.UserProblemError as exc:
             raise BenchProblem(_where(exc.problem)) from None
-        self.ref_mod = engine.load_module(str(bank.reference_path(self.spec.id)), None, "reference")
+        self.ref_mod = usercode.load_module(str(bank.reference_path(self.spec.id)), None, "reference")
         self._plan()
 
     # ------------------------------------------------------------ what to run
@@ -157,9 +157,9 @@ class Bench:
             self.source = "settings.bench in the spec"
             self.sdpa = conf.get("sdpa")
         else:
-            from . import bank, engine
+            from . import bank, usercode
             from .api import Ctx, case_seed
-            grader = engine.load_module(str(bank.grader_path(self.spec.id)), None, "grader")
+            grader = usercode.load_module(str(bank.grader_path(self.spec.id)), None, "grader")
             cases = [c for c in grader.cases(Ctx(self.seed, full=True, settings=self.spec.settings))
                      if not c.is_check and c.device == "cpu"]
             if not cases:
@@ -263,7 +263,7 @@ class Bench:
         return out, time.perf_counter() - t0
 
     def _verify(self, sub_out, ref_out, run: int) -> float:
-        from .engine import _flatten
+        from .sides import _flatten
         torch = self.torch
         worst = 0.0
         s_list, r_list = _flatten(sub_out), _flatten(ref_out)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .results import ERROR, FAIL, Frame, Report, UserProblem
+from .results import FAIL, Frame, Report, UserProblem
 
 MEMORY_LIMIT_GB = float(os.environ.get("ATTN_DRILL_MEMORY_GB", "6"))
 

@@ -126,7 +126,7 @@ def _single(features: tuple[str, ...]):
                         mistake="no_tick_labels"))
             if path is not None:
                 if not os.path.isfile(path):
-                    failures.append(Failure(f"save_path was given but no file was written there",
+                    failures.append(Failure("save_path was given but no file was written there",
                                             mistake="not_saving"))
                 else:
                     with open(path, "rb") as fh:

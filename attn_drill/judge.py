@@ -1,0 +1,255 @@
+"""Verdicts on a case: outputs, then gradients (inputs, then parameters in the submission's layout),
+then op-trace rules; and how close a failing submission is to each known mistake."""
+from __future__ import annotations
+
+import torch
+
+from .api import Case
+from .compare import compare, detail
+from .results import ERROR, FAIL, PASS, CaseResult, UserProblem
+from .sides import Side
+
+
+class GraderBug(RuntimeError):
+    pass
+
+
+def _value_str(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return f"tensor of shape {list(v.shape)}, {str(v.dtype).replace('torch.', '')}, on {v.device}"
+    return f"{type(v).__name__} {v!r}"[:120]
+
+
+def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[CaseResult, dict]:
+    res = CaseResult(case.name, PASS, case.shapes(), str(case.dtype).replace("torch.", ""), case.note)
+    if case.autocast is not None:
+        res.dtype += f" autocast {str(case.autocast).replace('torch.', '')}"
+    res.time_ms = sub.seconds * 1000
+    limits = {}
+    if sub.problem:
+        res.status, res.problem, res.message, res.forward = FAIL, sub.problem, sub.problem.message, FAIL
+        res.message = stub_message(sub.problem)
+        if sub.problem.kind in ("missing", "interface"):
+            res.status = ERROR
+        return res, limits
+    if sub.mutated:
+        return _fail(res, "forward", f"your code changed its input(s) {', '.join(sub.mutated)} in place; "
+                                     f"work on copies (e.g. x = x.clone()) or use out-of-place ops"), limits
+    low_map = dict(low.outs) if low else {}
+    sub_map = dict(sub.outs)
+    res.forward = PASS
+    worst = None  # (score, name, cmp, got, truth)
+    # -- forward: names, shapes, dtypes, devices, then values
+    for name, t in truth.outs:
+        if name not in sub_map:
+            return _fail(res, "forward", f"your code returned {len(sub.outs)} value(s); expected {len(truth.outs)} "
+                                         f"({', '.join(n for n, _ in truth.outs)})"), limits
+        got = sub_map[name]
+        if isinstance(t, torch.Tensor):
+            if not isinstance(got, torch.Tensor):
+                return _fail(res, "forward", f"`{name}` should be a tensor; got {_value_str(got)}"), limits
+            if tuple(got.shape) != tuple(t.shape):
+                return _fail(res, "forward", f"`{name}` has shape {list(got.shape)}; expected {list(t.shape)}"), limits
+            want_dtype = low_map[name].dtype if low and isinstance(low_map.get(name), torch.Tensor) else \
+                (case.dtype if t.is_floating_point() else t.dtype)
+            if got.dtype != want_dtype:
+                return _fail(res, "forward", f"`{name}` has dtype {got.dtype}; expected {want_dtype} "
+                                             f"(keep the input's dtype)"), limits
+            if got.device.type != torch.device(case.device).type:
+                return _fail(res, "forward", f"`{name}` is on {got.device}; expected {case.device}"), limits
+            if not t.is_floating_point() or case.exact:
+                if not torch.equal(got.detach().cpu(), t.detach().cpu().to(got.dtype)):
+                    n_bad = int((got.detach().cpu() != t.detach().cpu().to(got.dtype)).sum())
+                    return _fail(res, "forward", f"`{name}` differs from the expected values in {n_bad} of "
+                                                 f"{t.numel()} elements"), limits
+                continue
+            if not torch.isfinite(t).all():
+                raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
+            cmp = compare(got, t, low_map.get(name), _tol_dtype(case), grad=False, rtol=case.rtol)
+            limits[name] = cmp
+            worst = _worse(worst, (name, cmp, got, t))
+        else:
+            if isinstance(t, float) and not case.exact:
+                ok = isinstance(got, (int, float)) and abs(got - t) <= 1e-9 * max(1.0, abs(t))
+            else:
+                ok = type(got) is type(t) and got == t or (isinstance(t, int) and isinstance(got, int) and got == t)
+            if not ok:
+                return _fail(res, "forward", f"`{name}` is {got!r}; expected {t!r}"), limits
+    if worst is not None:
+        name, cmp, got, t = worst
+        res.tensor, res.compare, res.max_error, res.allowed = name, cmp, cmp["max_abs"], cmp["allowed_abs"]
+        if not cmp["ok"]:
+            res.status, res.forward = FAIL, FAIL
+            res.message = _cmp_message(name, cmp)
+            res.detail = detail(got, t, cmp, case.axes)
+            return res, limits
+    if sub.nondeterministic:
+        return _fail(res, "forward", sub.nondeterministic + "; is dropout or randomness active in eval mode?"), limits
+    # -- gradients
+    if case.grad and truth.grads:
+        res.gradient = PASS
+        gworst = None
+        for key, tg in truth.grads.items():
+            if tg is None or key.startswith("param "):
+                continue  # parameters are judged in the submission's layout, by _judge_param_grads
+            sg = sub.grads.get(key)
+            if sg is None:
+                return _fail(res, "gradient", f"no gradient reaches `{key}`: is something detached, "
+                                              f"computed under no_grad, or not used?"), limits
+            if tuple(sg.shape) != tuple(tg.shape):
+                return _fail(res, "gradient", f"gradient of `{key}` has shape {list(sg.shape)}; "
+                                              f"expected {list(tg.shape)}"), limits
+            lg = low.grads.get(key) if low else None
+            cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
+            limits["grad " + key] = cmp
+            gworst = _worse(gworst, (key, cmp, sg, tg))
+        if gworst is not None and not gworst[1]["ok"]:
+            key, cmp, sg, tg = gworst
+            res.status, res.gradient = FAIL, FAIL
+            res.tensor, res.compare = f"grad {key}", cmp
+            res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
+            res.message = _cmp_message(f"gradient of {key}", cmp)
+            axes = ("row", "col") if "param" in key else case.axes
+            res.detail = detail(sg, tg, cmp, axes if "param" not in key else ("out feature", "in feature"))
+            return res, limits
+    # -- op-trace rules
+    for i, rule in enumerate(case.trace):
+        msg = rule.check(sub.ops, case)
+        if msg:
+            res.tensor = f"trace rule {i}"
+            return _fail(res, "forward", msg), limits
+    return res, limits
+
+
+def judge(case: Case, truth: Side, low: Side | None, side: Side, spec) -> tuple[CaseResult, dict]:
+    """The whole verdict on one side of a case: outputs, input gradients, trace rules, parameter gradients."""
+    res, limits = _judge(case, truth, low, side, spec)
+    if res.status == PASS and case.grad and case.init is not None:
+        res = _judge_param_grads(res, case, truth, low, side, limits)
+    return res, limits
+
+
+_MISSING = object()
+
+
+def _worse(current, candidate):
+    """Of two (name, compare, got, truth) tuples, the one to report: a failure first, then the larger
+    error relative to what was allowed."""
+    if current is None:
+        return candidate
+    def key(item):
+        cmp = item[1]
+        return (not cmp["ok"], cmp["max_abs"] / (cmp["allowed_abs"] + 1e-300))
+    return candidate if key(candidate) > key(current) else current
+
+
+def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits) -> CaseResult:
+    """Gradients of parameters, compared in the submission's layout (merged or separate projections)."""
+    mapping = getattr(sub, "mapping", {}) or {}
+    t_by_ref = {k[len("param "):]: v for k, v in truth.grads.items() if k.startswith("param ") and v is not None}
+    l_by_ref = {k[len("param "):]: v for k, v in (low.grads.items() if low else []) if k.startswith("param ")}
+    worst = None
+    for sub_name, fn in mapping.items():
+        try:
+            tg = fn(t_by_ref)
+        except KeyError:
+            continue
+        lg = None
+        if low and all(v is not None for v in l_by_ref.values()):
+            try:
+                lg = fn(l_by_ref)
+            except KeyError:
+                lg = None
+        sg = sub.grads.get(f"param {sub_name}", _MISSING)
+        if sg is _MISSING:
+            continue
+        if sg is None:
+            return _fail(res, "gradient", f"no gradient reaches parameter `{sub_name}`: is it used, and is "
+                                          f"nothing detached?")
+        cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
+        limits["grad param " + sub_name] = cmp
+        worst = _worse(worst, (sub_name, cmp, sg, tg))
+    if worst is not None and not worst[1]["ok"]:
+        name, cmp, sg, tg = worst
+        res.status, res.gradient = FAIL, FAIL
+        res.tensor, res.compare = f"grad param {name}", cmp
+        res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
+        res.message = _cmp_message(f"gradient of parameter {name}", cmp)
+        res.detail = detail(sg, tg, cmp, ("out feature", "in feature"))
+    return res
+
+
+def stub_message(problem: UserProblem) -> str:
+    if problem.message.startswith("NotImplementedError") and problem.frames:
+        fr = problem.frames[-1]
+        return f"not written yet: {fr.file}:{fr.line} in {fr.func} still raises NotImplementedError"
+    return problem.message
+
+
+def _tol_dtype(case: Case):
+    """Tolerances follow the precision the math really ran in: the autocast dtype when there is one."""
+    return case.autocast or case.dtype
+
+
+def _fail(res: CaseResult, where: str, message: str) -> CaseResult:
+    res.status = FAIL
+    setattr(res, where, FAIL)
+    res.message = message
+    return res
+
+
+def _cmp_message(name: str, cmp: dict) -> str:
+    if cmp["nonfinite"]:
+        return (f"`{name}` has {cmp['nonfinite']} NaN/inf value(s), first at index {cmp['nonfinite_index']}; "
+                f"the expected values are all finite")
+    share = 100.0 * cmp["mismatched"] / max(cmp["total"], 1)
+    if cmp["mismatched"] == 0:
+        return (f"`{name}` is off as a whole: relative error norm {cmp['relnorm']:.3g} > {cmp['gate']:.3g}")
+    return (f"`{name}`: {cmp['mismatched']} of {cmp['total']} elements ({share:.1f}%) differ; greatest "
+            f"difference {cmp['max_abs']:.3g} at {cmp['max_abs_index']} (allowed {cmp['allowed_abs']:.3g} "
+            f"+ {cmp['rtol']:.2g}·|expected|)")
+
+
+# ---------------------------------------------------------------- diagnosis
+def mutant_match(sub: Side, mut: Side, limits: dict) -> float | None:
+    """How close the submission is to a mutant on this case (None: not a match)."""
+    if mut.problem:
+        return None
+    score = 0.0
+    mut_map, sub_map = dict(mut.outs), dict(sub.outs)
+    pairs = [(n, sub_map.get(n), v) for n, v in mut_map.items()]
+    mapping = getattr(sub, "mapping", {}) or {}
+    mut_mapping = getattr(mut, "mapping", {}) or {}
+    for k, v in mut.grads.items():
+        if not k.startswith("param "):
+            pairs.append(("grad " + k, sub.grads.get(k), v))
+    if mapping and mut_mapping:
+        m_by_ref = {k[len("param "):]: v for k, v in mut.grads.items() if k.startswith("param ") and v is not None}
+        for sub_name, fn in mapping.items():
+            try:
+                pairs.append(("grad param " + sub_name, sub.grads.get(f"param {sub_name}"), fn(m_by_ref)))
+            except KeyError:
+                continue
+    for name, s, m in pairs:
+        if isinstance(m, torch.Tensor):
+            if not isinstance(s, torch.Tensor) or s.shape != m.shape:
+                return None
+            if not m.is_floating_point():
+                if not torch.equal(s.detach().cpu(), m.detach().cpu()):
+                    return None
+                continue
+            lim = limits.get(name)
+            allowed = lim["allowed_abs"] if lim else 1e-6
+            rtol = lim["rtol"] if lim else 1e-5
+            a, b = s.detach().cpu().double(), m.detach().cpu().double()
+            same = (torch.isnan(a) & torch.isnan(b)) | (a == b)   # equal infinities too
+            diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
+            if torch.isnan(diff).any() or (diff > 4 * allowed + 4 * rtol * b.abs().nan_to_num()).any():
+                return None
+            score += float(diff.nan_to_num().norm()) / (float(b.nan_to_num().norm()) + 1e-30)
+        elif m is not None and s != m:
+            return None
+    return score
+
+
+# ---------------------------------------------------------------- grading one file
