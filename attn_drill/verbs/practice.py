@@ -183,15 +183,19 @@ def progress(root: Path, as_json: bool, lang: str) -> int:
     t = Table(title="progress", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
               padding=(0, 1), collapse_padding=True)
     # to pass: the first solve's time; best: the quickest solve (after a reset or in a mock)
-    for col in ("id", "level", "status", "checks", "first pass", "to pass", "best", "hints", "sol."):
+    wide = con.width >= 100   # the date of the first pass only where it fits
+    cols = ("id", "level", "status", "checks") + (("first pass",) if wide else ()) + ("to pass", "best", "hints",
+                                                                                     "sol.")
+    for col in cols:
         t.add_column(col, no_wrap=True, min_width=len(col),
                      justify="right" if col in ("checks", "to pass", "best", "hints") else "left")
     for r in d["problems"]:
-        t.add_row(r["id"], r["difficulty"], Text(r["status"], style=STATUS_STYLE.get(r["status"])),
-                  str(r["attempts"] or ""), _date(_epoch(r["first_pass"])), duration(r["time_to_pass"]),
-                  duration(r["best_time_to_pass"]),
-                  f"{r['hints_shown']}/{r['hints_total']}" if r["hints_shown"] else "",
-                  Text("viewed", style="yellow") if r["solution_viewed"] else "")
+        row = [r["id"], r["difficulty"], Text(r["status"], style=STATUS_STYLE.get(r["status"])),
+               str(r["attempts"] or "")] + ([_date(_epoch(r["first_pass"]))] if wide else []) + [
+               duration(r["time_to_pass"]), duration(r["best_time_to_pass"]),
+               f"{r['hints_shown']}/{r['hints_total']}" if r["hints_shown"] else "",
+               Text("viewed", style="yellow") if r["solution_viewed"] else ""]
+        t.add_row(*row)
     con.print(t)
     s = d["summary"]
     levels = " · ".join(f"{k} {v['solved']}/{v['total']}" for k, v in s["by_difficulty"].items() if v["total"])
