@@ -59,7 +59,14 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
     report = Report(problem, path, seed, full=full)
     report.replay = f"attn-drill check {problem} {_shown(path)} --seed {seed}" + (" --full" if full else "")
     # -- static: syntax and API scan
-    src = source.read(Path(path))
+    try:
+        src = source.read(Path(path))
+    except (UnicodeDecodeError, OSError) as exc:
+        report.status = ERROR
+        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
+        report.problem_error = UserProblem("syntax", f"{Path(path).name} {why}")
+        report.message = f"your file {why}: save it as a UTF-8 Python file"
+        return _finish(report, t_start)
     err = source.syntax_error(src, path)
     if err:
         report.status = ERROR

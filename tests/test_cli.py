@@ -160,3 +160,12 @@ def test_verify_fails_a_mutant_that_is_not_caught(cli_env, fixture_bank, tmp_pat
     res = invoke(["verify", "attend"], cli_env)
     assert res.exit_code == 1
     assert "mutant mask_ignored passes every case" in res.output
+
+
+def test_a_binary_file_or_a_folder_is_explained(cli_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mhsa.py").write_bytes(b"\xff\xfe\x00garbage\x81")
+    res = invoke(["check", "mhsa", "--seed", "1"], cli_env)
+    assert res.exit_code == 1 and "not UTF-8" in res.output
+    res = invoke(["check", "mhsa", str(tmp_path)], cli_env)
+    assert res.exit_code == 2 and "is a folder" in res.output

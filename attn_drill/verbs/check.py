@@ -27,6 +27,8 @@ def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Pat
     file = Path(path) if path else Path(f"{pid}.py")
     if not file.is_absolute():
         file = cwd / file if path is None else file
+    if file.is_dir():
+        raise UsageError(f"{file} is a folder; give the file to grade, e.g. {file / (pid + '.py')}")
     if not file.is_file():
         raise UsageError(f"{file} does not exist; create it with: attn-drill new {pid}"
                          + (f" --dir {file.parent}" if path else ""))
