@@ -134,10 +134,10 @@ def check(problem: Optional[str] = typer.Argument(None, help="Problem id; omit t
             reports = verb.run(targets, seed, full, case, client)
         finally:
             client.close()
-        from .state import record_check
+        from .state import record_check, statuses
         for r in reports:
             record_check(Path.cwd(), r)
-        return verb.show(reports, json_out, lang.value)
+        return verb.show(reports, json_out, lang.value, statuses(Path.cwd()))
     _run(go)
 
 

@@ -45,7 +45,15 @@ def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerC
     return reports
 
 
-def show(reports: list[Report], as_json: bool, lang: str) -> int:
+def next_problem(statuses: dict, done: set[str]) -> str | None:
+    """The first problem in the bank's order that is not passed yet."""
+    for spec in sorted(bank.all_specs(), key=lambda s: (s.seed_section or 99, s.id)):
+        if spec.id not in done and statuses.get(spec.id) != "passed":
+            return spec.id
+    return None
+
+
+def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None = None) -> int:
     if as_json:
         data = [render.exercism(r) for r in reports]
         print(json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False))
@@ -56,4 +64,8 @@ def show(reports: list[Report], as_json: bool, lang: str) -> int:
         if len(reports) > 1:
             passed = sum(r.status == PASS for r in reports)
             con.print(f"[bold]{passed} of {len(reports)} problems pass[/bold]")
+        if statuses is not None and all(r.status == PASS for r in reports):
+            nxt = next_problem(statuses, {r.problem for r in reports})
+            if nxt:
+                con.print(f"[dim]next:[/dim] attn-drill show {nxt}   [dim]then[/dim] attn-drill new {nxt}")
     return 0 if all(r.status == PASS for r in reports) else 1
