@@ -61,6 +61,8 @@ def report(r: Report, title: str = "", lang: str = "en", width: int = 80) -> Gro
         parts.append(Panel(Text(out[-1500:]), title="your code printed", border_style="dim"))
     if r.replay:
         parts.append(Text.assemble(("replay: ", "dim"), (r.replay, "bold")))
+    if r.status != PASS:
+        parts.append(Text(f"stuck? attn-drill hint {r.problem}   ·   attn-drill show {r.problem}", style="dim"))
     return Group(*parts)
 
 
