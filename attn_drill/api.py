@@ -49,15 +49,20 @@ class OpTracer(TorchDispatchMode):
     def _should_skip_dynamo(cls) -> bool:
         return False  # never compiled; skipping would import torch._dynamo (about a second) on first use
 
-    def __init__(self, phase: str = "forward"):
+    def __init__(self, phase: str = "forward", capture: str | None = None):
         super().__init__()
         self.ops: list[OpRecord] = []
         self.phase = phase
+        self.capture = capture            # keep the output of the first forward op whose name has this
+        self.captured: torch.Tensor | None = None
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         ins = [a for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if (self.capture and self.captured is None and self.phase == "forward" and outs
+                and self.capture in str(func) and outs[0].dim() >= 2):
+            self.captured = outs[0].detach().clone()
         self.ops.append(OpRecord(
             name=str(func), phase=self.phase,
             in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),

@@ -128,3 +128,24 @@ def _pool(m: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     m = m.clamp_max(1e9)[None, None]
     out = torch.nn.functional.adaptive_max_pool2d(m, (min(r, rows), min(c, cols)))
     return out[0, 0]
+
+
+def weights_detail(got: torch.Tensor, truth: torch.Tensor) -> dict:
+    """Where the submission's attention weights (its first softmax) differ from the reference's.
+
+    `matches` says whether they agree to the dtype's rounding: if they do, the mistake is after the
+    softmax; if not, in the scores, the masks or the softmax. The map is |got - truth| over
+    (query, key) at the leading index (batch, head) where the difference is largest.
+    """
+    g = got.detach().to("cpu", torch.float64)
+    t = truth.detach().to("cpu", torch.float64)
+    diff = torch.where(torch.isnan(g) | torch.isnan(t), torch.full_like(g, float("inf")), (g - t).abs())
+    eps = torch.finfo(got.dtype).eps if got.is_floating_point() else 0.0
+    limit = max(1e-6, 16 * eps)
+    worst = int(diff.reshape(-1).argmax())
+    index = _index(worst, t.shape)
+    lead = tuple(index[:-2])
+    m = diff[lead]
+    return {"matches": bool((diff <= limit).all()), "max": float(diff.reshape(-1)[worst]), "index": index,
+            "leading_index": list(lead), "rows": t.shape[-2], "cols": t.shape[-1], "limit": limit,
+            "diff": [[round(float(v), 6) for v in r] for r in _pool(m, HEAT_ROWS, HEAT_COLS)]}

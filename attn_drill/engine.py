@@ -108,7 +108,7 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
             res = _run_check(case, sub_mod, ref_mod, session, spec)
         else:
             prep = Prepared(case, ref_mod)
-            truth = run_side(ref_mod, prep, truth=True, session=None, trace=False, repeat=False)
+            truth = run_side(ref_mod, prep, truth=True, session=None, trace=True, repeat=False)
             low = None if case.dtype == torch.float64 and case.autocast is None else \
                 run_side(ref_mod, prep, truth=False, session=None, trace=False, repeat=False)
             sub = run_side(sub_mod, prep, truth=False, session=session, trace=True, repeat=True)

@@ -143,6 +143,8 @@ def _failure(c: CaseResult, lang: str) -> Panel:
         rows.append(_window(c.detail))
         if c.detail.get("heatmap"):
             rows.append(_heatmap(c.detail["heatmap"], c.detail.get("axes", ["query", "key"]), c.tensor))
+        if c.detail.get("weights"):
+            rows.append(_weights(c.detail["weights"]))
     return Panel(Group(*rows), title=f"first failing case: {c.name}", border_style="red", expand=True)
 
 
@@ -170,6 +172,36 @@ def _heatmap(h: dict, axes, tensor: str) -> Text:
     for row in h["ratio"]:
         for v in row:
             for limit, ch, style in SHADES:
+                if v <= limit:
+                    out.append(ch, style=style)
+                    break
+        out.append("\n")
+    return out
+
+
+WEIGHT_SHADES = [(1e-3, "░", "yellow"), (1e-2, "▒", "dark_orange"), (1e-1, "▓", "red"),
+                 (float("inf"), "█", "bold red")]
+
+
+def _weights(w: dict) -> Text:
+    """The attention weights (the first softmax of each side) compared over (query, key)."""
+    if w["matches"]:
+        return Text("Your attention weights (the first softmax) match the reference's: the mistake is after "
+                    "the softmax (weights @ V, merging the heads, or the output projection).", style="cyan")
+    out = Text()
+    lead = f" at (batch, head) {tuple(w['leading_index'])}" if w["leading_index"] else ""
+    pooled = len(w["diff"]) < w["rows"] or len(w["diff"][0]) < w["cols"]
+    out.append("Your attention weights (the first softmax) already differ from the reference's, so the "
+               "mistake is in the scores, the masks or the softmax. ", style="cyan")
+    out.append(f"|yours - reference|{lead} over (query ↓, key →), {w['rows']}×{w['cols']}"
+               f"{' (max-pooled)' if pooled else ''}; · equal, ░ ▒ ▓ █ up to 1e-3, 1e-2, 0.1, more:\n",
+               style="dim")
+    for row in w["diff"]:
+        for v in row:
+            if v <= w["limit"]:
+                out.append("·", style="green")
+                continue
+            for limit, ch, style in WEIGHT_SHADES:
                 if v <= limit:
                     out.append(ch, style=style)
                     break

@@ -23,6 +23,7 @@ class Side:
     mutated: list = field(default_factory=list)
     nondeterministic: str | None = None
     adapted: str = ""
+    weights: torch.Tensor | None = None                # the first softmax output, when traced
 
 
 def _flatten(out, names=None, prefix="out"):
@@ -97,7 +98,7 @@ def run_side(mod, prep: Prepared, *, truth: bool, session: Session | None, trace
     side = Side()
     user = session.user if session else contextlib.nullcontext
     dtype = torch.float64 if truth else case.dtype
-    tracer = Tracer() if trace else None
+    tracer = Tracer(capture="_softmax") if trace else None   # keeps the first attention weights too
     try:
         target = getattr(mod, case.target, None)
         if target is None:
@@ -189,6 +190,7 @@ def run_side(mod, prep: Prepared, *, truth: bool, session: Session | None, trace
         side.problem = session.problem(exc)
     if tracer:
         side.ops = tracer.ops
+        side.weights = tracer.captured
     return side
 
 

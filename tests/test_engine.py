@@ -150,3 +150,10 @@ def test_global_state_changes_end_with_the_grading(client):
     grade(client, "globals")
     r = grade(client, "pass")
     assert r.status == "pass", r.message
+
+
+def test_attention_weights_localise_the_mistake(client):
+    before = grade(client, "wrong").first_failure().detail["weights"]       # no 1/sqrt(D): scores differ
+    assert not before["matches"] and before["max"] > 1e-3 and before["diff"]
+    after = grade(client, "after_softmax").first_failure().detail["weights"]  # 2 * v: weights are right
+    assert after["matches"]
