@@ -64,6 +64,8 @@ def bench(problem: str = typer.Argument(..., help="Problem id, e.g. mhsa."),
           time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Kill the run after this many "
                                                                                 "seconds (default: the cap + "
                                                                                 "the problem's time limit)."),
+          threads: int = typer.Option(1, "--threads", min=1, help="CPU threads torch may use (1 keeps the "
+                                                                 "ratios repeatable)."),
           json_out: bool = typer.Option(False, "--json", help="JSON on stdout.")):
     """Time your solution against the reference and torch's fused SDPA, with memory and FLOP rate.
 
@@ -72,4 +74,5 @@ def bench(problem: str = typer.Argument(..., help="Problem id, e.g. mhsa."),
     Examples: attn-drill bench mhsa · attn-drill bench gqa work/gqa.py --json
     """
     from .verbs.bench import bench as verb
-    _run(verb, problem, str(path) if path else None, seed, device.value, max_seconds, time_limit, json_out)
+    _run(verb, problem, str(path) if path else None, seed, device.value, max_seconds, time_limit, threads,
+         json_out)

@@ -18,6 +18,7 @@ import torch
 
 from . import bank, source
 from .api import Case, Ctx, Failure, case_seed
+from .compare import weights_detail
 from .judge import GraderBug, judge, mutant_match, stub_message
 from .results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Frame, Report, UserProblem
 from .sides import Prepared, run_side
@@ -108,7 +109,7 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
             res = _run_check(case, sub_mod, ref_mod, session, spec)
         else:
             prep = Prepared(case, ref_mod)
-            truth = run_side(ref_mod, prep, truth=True, session=None, trace=True, repeat=False)
+            truth = run_side(ref_mod, prep, truth=True, session=None, trace=False, repeat=False)
             low = None if case.dtype == torch.float64 and case.autocast is None else \
                 run_side(ref_mod, prep, truth=False, session=None, trace=False, repeat=False)
             sub = run_side(sub_mod, prep, truth=False, session=session, trace=True, repeat=True)
@@ -117,6 +118,11 @@ def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None
                 sub.problem = UserProblem("forbidden", f"your code ran {forb[0]}, a fused attention kernel this "
                                                        f"problem forbids: write it by hand")
             res, limits = judge(case, truth, low, sub, spec)
+            if res.forward == FAIL and res.detail is not None and sub.weights is not None:
+                # only now trace the reference too, to compare the attention weights over (query, key)
+                traced = run_side(ref_mod, prep, truth=True, session=None, trace=True, repeat=False)
+                if traced.weights is not None and traced.weights.shape == sub.weights.shape:
+                    res.detail["weights"] = weights_detail(sub.weights, traced.weights)
             if sub.adapted and sub.adapted not in report.warnings:
                 report.warnings.append(sub.adapted)
             first_failure = report.first_failure() is None

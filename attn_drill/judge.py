@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .api import Case
-from .compare import compare, detail, weights_detail
+from .compare import compare, detail
 from .results import ERROR, FAIL, PASS, CaseResult, UserProblem
 from .sides import Side
 
@@ -82,8 +82,6 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
             res.status, res.forward = FAIL, FAIL
             res.message = _cmp_message(name, cmp)
             res.detail = detail(got, t, cmp, case.axes)
-            if truth.weights is not None and sub.weights is not None and truth.weights.shape == sub.weights.shape:
-                res.detail["weights"] = weights_detail(sub.weights, truth.weights)
             return res, limits
     if sub.nondeterministic:
         return _fail(res, "forward", sub.nondeterministic + "; is dropout or randomness active in eval mode?"), limits

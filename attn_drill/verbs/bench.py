@@ -27,7 +27,7 @@ class BenchFailed(Exception):
 
 
 def measure(problem: str, path: str | None, seed: int, device: str, max_seconds: float,
-            time_limit: float | None, cwd: Path) -> dict:
+            time_limit: float | None, cwd: Path, threads: int = 1) -> dict:
     """Run the timing process and return its result dict; BenchFailed for the submission's faults."""
     if max_seconds <= 0:
         raise ValueError("--max-seconds must be positive")
@@ -35,7 +35,7 @@ def measure(problem: str, path: str | None, seed: int, device: str, max_seconds:
     spec = bank.get(pid)
     limit = time_limit if time_limit is not None else spec.time_limit + max_seconds * 2
     req = {"problem": pid, "path": str(file.resolve()), "seed": seed, "device": device,
-           "max_seconds": max_seconds, "time_limit": limit}
+           "max_seconds": max_seconds, "time_limit": limit, "threads": threads}
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     with tempfile.TemporaryFile("w+") as err:
         try:
@@ -105,9 +105,9 @@ def table(r: dict) -> Table:
 
 
 def bench(problem: str, path: str | None, seed: int, device: str, max_seconds: float, time_limit: float | None,
-          as_json: bool) -> int:
+          threads: int, as_json: bool) -> int:
     try:
-        r = measure(problem, path, seed, device, max_seconds, time_limit, Path.cwd())
+        r = measure(problem, path, seed, device, max_seconds, time_limit, Path.cwd(), threads)
     except BenchFailed as exc:
         if as_json:
             print(json.dumps({"ok": False, "problem": problem, "error": str(exc)}, indent=2))
