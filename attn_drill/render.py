@@ -122,15 +122,18 @@ def _short(dtype: str) -> str:
 
 
 def _failure(c: CaseResult, lang: str) -> Panel:
-    rows = [Text(c.message, style="bold")]
+    cmp = c.compare
+    numeric = bool(cmp and not cmp["ok"] and c.tensor and not c.tensor.startswith("trace"))
+    # a numeric failure is spelled out by the summary below; its headline only names the tensor
+    headline = c.message if not numeric or cmp["nonfinite"] else f"`{c.tensor}` does not match the reference"
+    rows = [Text(headline, style="bold")]
     if c.shapes:
         rows.append(Text(f"inputs: {c.shapes}   dtype: {c.dtype}" + (f"   {c.note}" if c.note else ""), style="dim"))
     if c.problem:
         rows.append(_problem(c.problem, "Exception in your code"))
     for msg in c.checks[1:]:
         rows.append(Text(f"• {msg}"))
-    cmp = c.compare
-    if cmp and not cmp["ok"]:
+    if numeric:
         share = 100.0 * cmp["mismatched"] / max(cmp["total"], 1)
         rows.append(Text(
             f"Mismatched elements: {cmp['mismatched']} / {cmp['total']} ({share:.1f}%)\n"
