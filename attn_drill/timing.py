@@ -30,7 +30,6 @@ import json
 import math
 import os
 import random
-import re
 import statistics
 import sys
 import time
@@ -428,19 +427,12 @@ def _serve() -> None:
     os.dup2(2, 1)  # the submission's prints go to stderr, never into the answer
     sys.stdout = sys.stderr
     import faulthandler
-    import resource
 
     req = json.loads(sys.stdin.readline())
     import torch
 
-    from .worker import MEMORY_LIMIT_GB
-    if not torch.cuda.is_available():
-        try:
-            vm = int(re.search(r"VmSize:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
-            limit = vm + int(MEMORY_LIMIT_GB * (1 << 30))
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (OSError, ValueError, AttributeError):
-            pass
+    from .worker import limit_memory
+    limit_memory(torch)
     # one CPU thread by default: ratios between implementations repeat far better than with all cores
     torch.set_num_threads(max(1, int(req.get("threads") or 1)))
     faulthandler.dump_traceback_later(float(req.get("time_limit", 120)), exit=True)  # the clock starts now

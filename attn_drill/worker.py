@@ -23,24 +23,32 @@ MEMORY_LIMIT_GB = float(os.environ.get("ATTN_DRILL_MEMORY_GB", "6"))
 
 
 # ---------------------------------------------------------------- worker side
+def limit_memory(torch, gigabytes: float = MEMORY_LIMIT_GB) -> None:
+    """Cap this process's address space at what torch already maps plus `gigabytes`, so a huge
+    allocation in user code fails with an error instead of taking the machine. Not under CUDA,
+    which reserves huge address ranges of its own."""
+    import resource
+    if torch.cuda.is_available():
+        return
+    try:
+        vm = int(re.search(r"VmSize:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
+        limit = vm + int(gigabytes * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _serve() -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints and C-level output go to stderr, never into the protocol
     sys.stdout = sys.stderr
     import faulthandler
-    import resource
 
     import torch  # noqa: F401 - the one import this process exists to pay once
 
     from . import engine
 
-    if not torch.cuda.is_available():  # CUDA reserves huge address ranges: no RLIMIT_AS there
-        try:
-            vm = int(re.search(r"VmSize:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
-            limit = vm + int(MEMORY_LIMIT_GB * (1 << 30))
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (OSError, ValueError, AttributeError):
-            pass
+    limit_memory(torch)
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
