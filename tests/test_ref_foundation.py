@@ -1,9 +1,7 @@
 """Cross-checks of the foundation references (split_heads, causal, masks, merged_qkv) against
 independent implementations: nn.MultiheadAttention, F.scaled_dot_product_attention, explicit
 indexing, autograd and FlopCounterMode."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,20 +10,12 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-ROOT = Path(__file__).resolve().parents[1]
+from loading import load
 
-
-def _load(pid: str):
-    spec = importlib.util.spec_from_file_location(f"ref_{pid}", ROOT / "reference" / f"{pid}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SPLIT = _load("split_heads")
-CAUSAL = _load("causal")
-MASKS = _load("masks")
-MERGED = _load("merged_qkv")
+SPLIT = load("split_heads")
+CAUSAL = load("causal")
+MASKS = load("masks")
+MERGED = load("merged_qkv")
 
 
 def _gen(seed: int) -> torch.Generator:

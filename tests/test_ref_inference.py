@@ -3,23 +3,17 @@ SDPA (causal, GQA with enable_gqa=True), nn.MultiheadAttention, a float64 attent
 matplotlib's own image data, and the grader's own wrong implementations."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-
+from loading import load
 
 def _load(kind: str, pid: str):
-    spec = importlib.util.spec_from_file_location(f"_test_{kind}_{pid}", ROOT / kind / f"{pid}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load(pid, kind)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,6 @@
 """Cross-checks of the memory-and-backward references against independent implementations:
 torch.autograd, F.scaled_dot_product_attention and torch.utils.flop_counter.FlopCounterMode."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -10,15 +8,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(pid: str):
-    spec = importlib.util.spec_from_file_location(f"ref_{pid}", ROOT / "reference" / f"{pid}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from loading import load
 
 class _Largest(TorchDispatchMode):
     """Records the largest tensor any aten op outputs (views and copies included)."""
@@ -53,7 +43,7 @@ def _qkv(B, H, Lq, Lk, D, Dv=None, scale=1.0, seed=0):
     (2, 2, 1, 8, 3, 7, None, None),
 ])
 def test_sdpa_backward_matches_autograd_of_sdpa(B, H, Lq, Lk, D, Dv, mask, scale):
-    ref = _load("sdpa_backward")
+    ref = load("sdpa_backward")
     Q, K, V, dO = _qkv(B, H, Lq, Lk, D, Dv, seed=Lq * 31 + Lk)
     s = 1.0 / math.sqrt(D) if scale is None else scale
     keep = None
@@ -77,7 +67,7 @@ def test_sdpa_backward_matches_autograd_of_sdpa(B, H, Lq, Lk, D, Dv, mask, scale
 
 def test_sdpa_backward_scale_is_a_multiplier():
     """Doubling the scale of the scores doubles dQ when P is held fixed: scale multiplies."""
-    ref = _load("sdpa_backward")
+    ref = load("sdpa_backward")
     Q, K, V, dO = _qkv(1, 1, 4, 6, 3)
     P = torch.softmax(0.5 * Q @ K.transpose(-2, -1), dim=-1)
     dq1 = ref.scaled_dot_product_attention_backward(dO, Q, K, V, P, 0.5)[0]
@@ -88,7 +78,7 @@ def test_sdpa_backward_scale_is_a_multiplier():
 # --------------------------------------------------------------------------- attention_cost
 @pytest.mark.parametrize("B,H,Lq,Lk,D", [(2, 3, 7, 7, 5), (1, 4, 9, 13, 6), (3, 2, 1, 10, 7)])
 def test_attention_cost_flops_match_flop_counter(B, H, Lq, Lk, D):
-    ref = _load("attention_cost")
+    ref = load("attention_cost")
     Q, K, V, _ = _qkv(B, H, Lq, Lk, D)
     with FlopCounterMode(display=False) as counter:
         P = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(D), dim=-1)
@@ -98,7 +88,7 @@ def test_attention_cost_flops_match_flop_counter(B, H, Lq, Lk, D):
 
 
 def test_attention_cost_memory_matches_allocated_scores_and_probs():
-    ref = _load("attention_cost")
+    ref = load("attention_cost")
     B, H, Lq, Lk, D = 2, 3, 5, 9, 4
 
     class Bytes(TorchDispatchMode):
@@ -123,7 +113,7 @@ def test_attention_cost_memory_matches_allocated_scores_and_probs():
 
 
 def test_attention_cost_gpt3_scale_example():
-    ref = _load("attention_cost")
+    ref = load("attention_cost")
     flops, mem = ref.estimate_attention_cost(8, 96, 2048, 128)
     assert flops == 4 * 8 * 96 * 2048 ** 2 * 128          # ~1.65e12, twice the seed's 8.2e11
     assert mem == 2 * 8 * 96 * 2048 ** 2 * 2               # ~1.29e10 bytes, ten times the seed's 1.2 GB
@@ -137,7 +127,7 @@ def test_attention_cost_gpt3_scale_example():
     (1, 1, 1, 9, 3, 3, 2, None),       # one query
 ])
 def test_chunked_attention_matches_sdpa(B, H, Lq, Lk, D, Dv, chunk, scale):
-    ref = _load("chunked_attention")
+    ref = load("chunked_attention")
     Q, K, V, _ = _qkv(B, H, Lq, Lk, D, Dv, seed=chunk)
     want = F.scaled_dot_product_attention(Q, K, V, scale=scale)
     got = ref.chunked_attention(Q, K, V, chunk_size=chunk, scale=scale)
@@ -145,7 +135,7 @@ def test_chunked_attention_matches_sdpa(B, H, Lq, Lk, D, Dv, chunk, scale):
 
 
 def test_chunked_attention_large_and_negative_logits():
-    ref = _load("chunked_attention")
+    ref = load("chunked_attention")
     Q, K, V, _ = _qkv(2, 2, 9, 14, 5, scale=300.0)
     torch.testing.assert_close(ref.chunked_attention(Q, K, V, chunk_size=4),
                                F.scaled_dot_product_attention(Q, K, V), rtol=1e-10, atol=1e-12)
@@ -158,7 +148,7 @@ def test_chunked_attention_large_and_negative_logits():
 
 
 def test_chunked_attention_never_builds_full_scores():
-    ref = _load("chunked_attention")
+    ref = load("chunked_attention")
     B, H, Lq, Lk, D, c = 2, 2, 19, 23, 3, 4
     Q, K, V, _ = _qkv(B, H, Lq, Lk, D)
     with _Largest() as mode:
@@ -174,7 +164,7 @@ def test_chunked_attention_never_builds_full_scores():
     (1, 1, 1, 9, 3, 3, 2, 2.5),
 ])
 def test_flash_attention_forward_and_grads_match_sdpa(B, H, Lq, Lk, D, Dv, block, scale):
-    ref = _load("flash_attention")
+    ref = load("flash_attention")
     Q, K, V, dO = _qkv(B, H, Lq, Lk, D, Dv, seed=block + 7)
     q1, k1, v1 = (t.clone().requires_grad_() for t in (Q, K, V))
     q2, k2, v2 = (t.clone().requires_grad_() for t in (Q, K, V))
@@ -188,14 +178,14 @@ def test_flash_attention_forward_and_grads_match_sdpa(B, H, Lq, Lk, D, Dv, block
 
 
 def test_flash_attention_gradcheck():
-    ref = _load("flash_attention")
+    ref = load("flash_attention")
     Q, K, V, _ = _qkv(1, 2, 5, 7, 3, scale=1.5)
     inputs = tuple(t.requires_grad_() for t in (Q, K, V))
     assert torch.autograd.gradcheck(lambda q, k, v: ref.FlashAttention.apply(q, k, v, 0.6, 3), inputs)
 
 
 def test_flash_attention_saves_lse_not_p_and_backward_stays_blocked():
-    ref = _load("flash_attention")
+    ref = load("flash_attention")
     B, H, Lq, Lk, D, c = 2, 2, 19, 23, 3, 4
     Q, K, V, dO = _qkv(B, H, Lq, Lk, D)
     saved = []

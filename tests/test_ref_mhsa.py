@@ -1,20 +1,10 @@
 """The mhsa reference against independent implementations: nn.MultiheadAttention and SDPA."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(f"ref_{name}", ROOT / "reference" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
+from loading import load
 
 ref = load("mhsa")
 

@@ -2,29 +2,19 @@
 against independent implementations: the papers' own rules re-implemented, T5's printed bucket ids,
 F.scaled_dot_product_attention with float and bool masks, Hugging Face's rotate_half with permuted
 dims, autograd, and dropout statistics."""
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
+from loading import load
 
-
-def _load(pid: str):
-    spec = importlib.util.spec_from_file_location(f"ref_{pid}", ROOT / "reference" / f"{pid}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ALIBI = _load("alibi")
-ROPE = _load("rope")
-T5 = _load("t5_bias")
-DROP = _load("dropout")
-SWA = _load("sliding_window")
+ALIBI = load("alibi")
+ROPE = load("rope")
+T5 = load("t5_bias")
+DROP = load("dropout")
+SWA = load("sliding_window")
 
 
 def _gen(seed: int) -> torch.Generator:

@@ -5,7 +5,6 @@ and with the properties its statement promises."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import math
 from pathlib import Path
 
@@ -14,20 +13,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from loading import load
+
 ROOT = Path(__file__).resolve().parents[1]
 IDS = ["cross_attention", "einsum_attention", "gqa", "mqa", "attention_pooling"]
 FORBIDDEN = {"scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward",
              "flex_attention"}
 
 
-def _load(pid: str):
-    spec = importlib.util.spec_from_file_location(f"_ref_variants_{pid}", ROOT / "reference" / f"{pid}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-REF = {pid: _load(pid) for pid in IDS}
+REF = {pid: load(pid) for pid in IDS}
 f64 = torch.float64
 
 
@@ -315,9 +309,7 @@ def test_kv_cache_bytes_counts_real_tensors():
 
 
 def test_mqa_grader_names_kv_mistakes():
-    spec = importlib.util.spec_from_file_location("_grader_mqa", ROOT / "graders" / "mqa.py")
-    gmod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gmod)
+    gmod = load("mqa", "graders")
     from attn_drill.api import Ctx
     checks = [c for c in gmod.cases(Ctx(5)) if c.check is not None]
     ref = REF["mqa"]
