@@ -7,8 +7,13 @@ A grader exports one function:
 The engine builds the reference in float64 (ground truth), the reference in the case's
 dtype (to measure the dtype's own error) and the submission in the case's dtype, with the
 reference's parameters copied in, runs all three on the same inputs, and compares outputs
-and gradients under a random upstream gradient. A Case with `check=` runs a custom check
-instead (figures, formulas, unit tests, properties).
+and gradients under a random upstream gradient. The submission runs in a room (another
+process, see attn_drill.room); graders never do.
+
+A case may name a `probe`: a function of probes/<id>.py (or a built-in of attn_drill.room.kit)
+that drives the implementation instead of one plain call, on both sides. With `check=` the
+probe's result is an observation, judged by check(sub_obs, ref_obs, case) -> [Failure | str]
+here in the judge (figures, formulas, unit tests, statistics, properties).
 """
 from __future__ import annotations
 
@@ -18,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 
 @dataclass
@@ -29,46 +32,8 @@ class Failure:
     mistake: str | None = None
 
 
-@dataclass
-class OpRecord:
-    name: str                         # e.g. "aten.softmax.default" / "aten._softmax.default"
-    phase: str                        # "forward" or "backward"
-    in_dtypes: tuple                  # dtypes of tensor inputs, in order
-    in_shapes: tuple
-    out_shapes: tuple                 # shapes of tensor outputs
-    out_numel: int                    # numel of the largest tensor output
-
-
-class OpTracer(TorchDispatchMode):
-    """Records every aten op run inside it (`with OpTracer() as t: ...; t.ops`), with its phase.
-
-    The engine traces submissions with it; a grader's check may use it too.
-    """
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False  # never compiled; skipping would import torch._dynamo (about a second) on first use
-
-    def __init__(self, phase: str = "forward", capture: str | None = None):
-        super().__init__()
-        self.ops: list[OpRecord] = []
-        self.phase = phase
-        self.capture = capture            # keep the output of the first forward op whose name has this
-        self.captured: torch.Tensor | None = None
-
-    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        ins = [a for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        if (self.capture and self.captured is None and self.phase == "forward" and outs
-                and self.capture in str(func) and outs[0].dim() >= 2):
-            self.captured = outs[0].detach().clone()
-        self.ops.append(OpRecord(
-            name=str(func), phase=self.phase,
-            in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),
-            out_shapes=tuple(tuple(t.shape) for t in outs),
-            out_numel=max((t.numel() for t in outs), default=0)))
-        return out
+from .room.kit import type_name  # noqa: E402,F401 - checks name what a submission returned
+from .room.tracer import OpRecord, OpTracer  # noqa: E402,F401 - graders' checks may trace the reference
 
 
 class TraceRule:
@@ -115,6 +80,21 @@ class OpInputDtype(TraceRule):
 
 
 @dataclass
+class NoAutograd(TraceRule):
+    """The submission must not let autograd compute anything inside its forward (a hand-written
+    backward that calls torch.autograd.grad or .backward())."""
+    what: str = "the backward pass"
+
+    def check(self, ops, case):
+        ran = [o for o in ops if o.phase == "autograd"]
+        if ran:
+            names = sorted({o.name.split(".")[1] if o.name.count(".") else o.name for o in ran})
+            return (f"autograd ran {len(ran)} op(s) ({', '.join(names[:4])}) inside your function: "
+                    f"{self.what} must be computed by your own code, not by torch.autograd")
+        return None
+
+
+@dataclass
 class Case:
     name: str                           # unique in the problem; used by --case to replay
     target: str                         # the interface name to call (class or function)
@@ -127,8 +107,9 @@ class Case:
     grad: bool = True                   # compare gradients w.r.t. floating `inputs` and parameters
     train: bool = False                 # module.train() instead of .eval()
     deterministic: bool = True          # run the submission twice and require the same answer
-    run: Callable[..., Any] | None = None   # run(impl, *inputs, **kwargs) -> output; impl = module or function
-    check: Callable[[Any, Any, "Case"], Iterable[Failure | str]] | None = None  # check(sub_mod, ref_mod, case)
+    probe: str | None = None            # probes/<id>.py function (or kit built-in) run instead of impl(*inputs)
+    probe_args: dict[str, Any] = field(default_factory=dict)   # data handed to the probe as p.args
+    check: Callable[[Any, Any, "Case"], Iterable[Failure | str]] | None = None  # check(sub_obs, ref_obs, case)
     trace: tuple[TraceRule, ...] = ()   # constraints on the ops the submission runs
     exact: bool = False                 # non-float outputs and exact=True floats must be equal
     rtol: float | None = None           # override the dtype's relative tolerance (rarely needed)
@@ -137,6 +118,7 @@ class Case:
     axes: tuple[str, str] = ("position", "feature")  # labels of the last two dims for the heatmap
     cuda_reason: str = "needs a CUDA device"
     seed: int = 0                       # filled in by the engine from the master seed and name
+    truth_obs: Any = None               # check cases: the reference's observation in float64 (set by the engine)
 
     @property
     def is_check(self) -> bool:
@@ -242,5 +224,5 @@ def _numel(shape) -> int:
     return n
 
 
-__all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype",
-           "on_cuda", "padding_mask", "causal_keep", "case_seed"]
+__all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype", "NoAutograd",
+           "on_cuda", "padding_mask", "causal_keep", "case_seed", "type_name"]

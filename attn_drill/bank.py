@@ -41,6 +41,11 @@ def grader_path(pid: str) -> Path:
     return root() / "graders" / f"{pid}.py"
 
 
+def probe_path(pid: str) -> Path:
+    """probes/<id>.py: optional code that drives a submission beside it (attn_drill.room.kit)."""
+    return root() / "probes" / f"{pid}.py"
+
+
 def ids() -> list[str]:
     folder = root() / "problems"
     return sorted(p.stem for p in folder.glob("*.yaml"))
@@ -74,4 +79,4 @@ def all_specs() -> list[Spec]:
 
 
 __all__ = ["root", "ids", "get", "all_specs", "suggest", "UnknownProblem", "SpecError",
-           "spec_path", "reference_path", "grader_path"]
+           "spec_path", "reference_path", "grader_path", "probe_path"]

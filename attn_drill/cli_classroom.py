@@ -41,6 +41,8 @@ def grade(submissions: Path = typer.Argument(..., help="Folder with one sub-fold
                                                                               "top of torch (default 6)."),
           fail_under: Optional[float] = typer.Option(None, "--fail-under", help="Exit 1 when fewer than this "
                                                                                 "percent of the grades pass."),
+          require_sandbox: bool = typer.Option(False, "--require-sandbox",
+                                               help="Refuse to grade where no OS sandbox (bubblewrap) can be made."),
           json_out: bool = typer.Option(False, "--json", help="Summary JSON on stdout (progress on stderr).")):
     """Grade a class: every student's files, each in an isolated worker; JSON, JUnit and CSV results.
 
@@ -51,7 +53,7 @@ def grade(submissions: Path = typer.Argument(..., help="Folder with one sub-fold
     """
     from .verbs.grade import grade as verb
     _run(verb, submissions, list(problems or []), workers, shard, out, seed, full, time_limit, memory_gb,
-         fail_under, json_out)
+         fail_under, json_out, require_sandbox)
 
 
 @app.command()

@@ -1,192 +1,419 @@
-"""The grading engine: runs one file against one problem's cases and returns a Report.
+"""The grading engine: runs in the judge process and returns a Report. It never executes the
+submission: that happens in a room (attn_drill.room), which gets each case as data and sends back
+outputs, gradients and the ops it ran.
 
-It runs inside the worker process (torch is imported here, never on the path of `list`).
 Per case it builds three sides with the same parameters and inputs:
   truth     the reference in float64, on the case's inputs and parameters rounded to the case dtype
   ref_low   the reference in the case dtype (measures what that dtype costs by itself)
-  sub       the submission in the case dtype, run under guards, a capture and an op tracer
-and compares outputs, then gradients under a random upstream gradient.
+  sub       the submission in the case dtype, in its room (guarded, captured, traced)
+and compares outputs, then gradients under a random upstream gradient; on the first failing case,
+each known mistake (a mutant of the reference, run here) is tried against what the submission did.
 """
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-from . import bank, source
+from . import bank, policy, source
 from .api import Case, Ctx, Failure, case_seed
 from .compare import weights_detail
 from .judge import GraderBug, judge, mutant_match, stub_message
 from .results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Frame, Report, UserProblem
-from .sides import Prepared, run_side
-from .usercode import FORBIDDEN_OPS, Session, UserProblemError, load_module, load_source
+from .room.side import CaseData, Side, run_side, side_from_wire
+from .room.usercode import load_module, load_source
+from .rooms import RoomFailure, Zygote
+
+
+class Target:
+    """Where the file to grade is, as the judge sees it and as its room sees it."""
+
+    def __init__(self, path: str, room_path: str | None = None, hidden=(), writable=None, shown: str | None = None):
+        self.path = str(Path(path).resolve())
+        self.room_path = room_path or self.path
+        self.hidden = list(hidden)
+        self.writable = writable
+        self.shown = shown
 
 
 @contextlib.contextmanager
-def _isolated_globals():
-    """Whatever a submission does to torch's global state or sys.modules ends with its grading."""
-    saved = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_num_threads(),
-             torch.are_deterministic_algorithms_enabled())
-    modules = set(sys.modules)
+def _judge_globals():
+    """The references and graders run here: keep torch's global state as they expect it."""
+    saved = (torch.get_default_dtype(), torch.is_grad_enabled())
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
     try:
         yield
     finally:
         torch.set_default_dtype(saved[0])
         torch.set_grad_enabled(saved[1])
-        if torch.get_num_threads() != saved[2]:
-            torch.set_num_threads(saved[2])
-        if torch.are_deterministic_algorithms_enabled() != saved[3]:  # the setter imports inductor: seconds
-            torch.use_deterministic_algorithms(saved[3])
-        for name in set(sys.modules) - modules:
-            if name.startswith("attn_drill_"):
-                del sys.modules[name]
 
 
-def grade(problem: str, path: str, seed: int = 0, full: bool = False, only_case: str | None = None,
-          fail_fast: bool = False, diagnose: bool = True) -> Report:
+def grade(problem: str, target: Target | str, rooms: Zygote, seed: int = 0, full: bool = False,
+          only_case: str | None = None, fail_fast: bool = False, diagnose: bool = True,
+          time_limit: float | None = None, cancel_fd: int | None = None) -> Report:
     """Grade one file against one problem; never raises for anything the file does."""
-    with _isolated_globals():
-        return _grade(problem, path, seed, full, only_case, fail_fast, diagnose)
+    if isinstance(target, str):
+        target = Target(target)
+    with _judge_globals():
+        return _Grading(problem, target, rooms, seed, full, only_case, fail_fast, diagnose, time_limit,
+                        cancel_fd).run()
 
 
-def _grade(problem: str, path: str, seed: int, full: bool, only_case: str | None, fail_fast: bool,
-           diagnose: bool) -> Report:
-    t_start = time.perf_counter()
-    spec = bank.get(problem)
-    path = str(Path(path).resolve())
-    report = Report(problem, path, seed, full=full)
-    report.replay = f"attn-drill check {problem} {_shown(path)} --seed {seed}" + (" --full" if full else "")
-    # -- static: syntax and API scan
-    try:
-        src = source.read(Path(path))
-    except (UnicodeDecodeError, OSError) as exc:
-        report.status = ERROR
-        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
-        report.problem_error = UserProblem("syntax", f"{Path(path).name} {why}")
-        report.message = f"your file {why}: save it as a UTF-8 Python file"
-        return _finish(report, t_start)
-    err = source.syntax_error(src, path)
-    if err:
-        report.status = ERROR
-        report.problem_error = UserProblem("syntax", f"SyntaxError: {err['message']}",
-                                           [Frame(Path(path).name, err["line"], "<module>", err["text"].strip())])
-        report.message = f"your file does not parse: line {err['line']}: {err['message']}"
-        return _finish(report, t_start)
-    report.findings = [f.__dict__ for f in source.scan(src, spec)]
-    session = Session(path, spec.all_forbidden)
-    try:
-        sub_mod = load_module(path, session, "submission")
-    except UserProblemError as exc:
-        report.status, report.problem_error = ERROR, exc.problem
-        report.message = exc.problem.message
-        report.output = session.stdout.getvalue()
-        return _finish(report, t_start)
-    torch.set_default_dtype(torch.float32)   # undo what the file may have set at import time
-    torch.set_grad_enabled(True)
-    ref_mod = load_module(str(bank.reference_path(problem)), None, "reference")
-    grader = load_module(str(bank.grader_path(problem)), None, "grader")
-    ctx = Ctx(seed, full=full, settings=spec.settings)
-    all_cases = grader.cases(ctx)
-    names = [c.name for c in all_cases]
-    if len(set(names)) != len(names):
-        raise GraderBug(f"graders/{problem}.py: two cases share a name")
-    if only_case is not None:
-        all_cases = [c for c in all_cases if c.name == only_case]
-        if not all_cases:
-            raise KeyError(f"no case '{only_case}' for {problem} with seed {seed}"
-                           f"{'' if full else ' (try --full)'}; cases: {', '.join(names)}")
-    mutant_mods = None
-    for case in all_cases:
-        case.seed = case_seed(seed, case.name)
-        if case.device == "cuda" and not torch.cuda.is_available():
-            report.cases.append(CaseResult(case.name, SKIP, case.shapes(), str(case.dtype).replace("torch.", ""),
-                                           case.note, message=case.cuda_reason + "; this machine has no CUDA"))
-            continue
-        if case.is_check:
-            res = _run_check(case, sub_mod, ref_mod, session, spec)
-        else:
-            prep = Prepared(case, ref_mod)
-            truth = run_side(ref_mod, prep, truth=True, session=None, trace=False, repeat=False)
-            low = None if case.dtype == torch.float64 and case.autocast is None else \
-                run_side(ref_mod, prep, truth=False, session=None, trace=False, repeat=False)
-            sub = run_side(sub_mod, prep, truth=False, session=session, trace=True, repeat=True)
-            forb = [o.name for o in sub.ops if any(f in o.name for f in FORBIDDEN_OPS)]
-            if forb and "scaled_dot_product_attention" in spec.all_forbidden and not sub.problem:
-                sub.problem = UserProblem("forbidden", f"your code ran {forb[0]}, a fused attention kernel this "
-                                                       f"problem forbids: write it by hand")
-            res, limits = judge(case, truth, low, sub, spec)
-            if res.forward == FAIL and res.detail is not None and sub.weights is not None:
-                # only now trace the reference too, to compare the attention weights over (query, key)
-                traced = run_side(ref_mod, prep, truth=True, session=None, trace=True, repeat=False)
-                if traced.weights is not None and traced.weights.shape == sub.weights.shape:
-                    res.detail["weights"] = weights_detail(sub.weights, traced.weights)
-            if sub.adapted and sub.adapted not in report.warnings:
-                report.warnings.append(sub.adapted)
-            first_failure = report.first_failure() is None
-            if res.status == FAIL and diagnose and not sub.problem and first_failure:
-                if mutant_mods is None:
-                    mutant_mods = _mutants(spec, ref_mod)
-                best = None
-                for mid, mmod in mutant_mods.items():
-                    if mmod is None:
-                        continue
-                    try:
-                        mut = run_side(mmod, prep, truth=False, session=None, trace=True, repeat=False)
-                    except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
-                        continue
-                    if mut.problem:
-                        continue
-                    mres = judge(case, truth, low, mut, spec)[0]
-                    if mres.status == PASS:
-                        continue  # a mutant that is right on this case names nothing here
-                    if res.tensor.startswith("trace rule") and mres.tensor != res.tensor:
-                        continue  # the submission broke an op rule: only a mutant breaking the same one
-                    score = mutant_match(sub, mut, limits)
-                    if score is not None and (best is None or score < best[0]):
-                        best = (score, mid)
-                if best:
-                    m = spec.mistake(best[1])
-                    res.diagnosis = Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
-        report.cases.append(res)
-        if res.diagnosis and report.diagnosis is None:
-            report.diagnosis = res.diagnosis
-        if res.status in (FAIL, ERROR):
-            if "--case" not in report.replay:
-                report.replay = (f"attn-drill check {problem} {_shown(path)} --seed {seed} --case {res.name}"
-                                 + (" --full" if full else ""))
-            stub = res.message.startswith("not written yet")
-            if fail_fast or res.status == ERROR or stub:
+class _Grading:
+    def __init__(self, problem, target: Target, rooms, seed, full, only_case, fail_fast, diagnose, time_limit,
+                 cancel_fd):
+        self.spec = bank.get(problem)
+        self.problem, self.target, self.rooms = problem, target, rooms
+        self.seed, self.full, self.only_case = seed, full, only_case
+        self.fail_fast, self.diagnose = fail_fast, diagnose
+        self.time_limit = time_limit or self.spec.time_limit * (3 if full else 1)
+        self.cancel_fd = cancel_fd
+        self.report = Report(problem, target.shown or target.path, seed, full=full)
+        self.room = None
+        self.mutants = None
+        self.probes = None
+
+    def run(self) -> Report:
+        t_start = time.perf_counter()
+        r = self.report
+        r.replay = self._replay()
+        try:
+            if self._static():
+                cases = self._cases()
+                self._in_room(cases)
+        finally:
+            if self.room is not None:
+                r.output = self.room.output
+                r.warnings += [w for w in self.room.warnings if w not in r.warnings]
+                self.room.close()
+        self._verdict()
+        r.seconds = time.perf_counter() - t_start
+        return r
+
+    def _replay(self, case: str | None = None) -> str:
+        shown = self.target.shown or _shown(self.target.path)
+        return (f"attn-drill check {self.problem} {shown} --seed {self.seed}"
+                + (f" --case {case}" if case else "") + (" --full" if self.full else ""))
+
+    # ------------------------------------------------------------ before any code runs
+    def _static(self) -> bool:
+        """Read, parse and vet the file here, in the judge: True when it may run."""
+        r = self.report
+        src, problem, message = vet(Path(self.target.path))
+        if problem is not None:
+            r.status, r.problem_error, r.message = ERROR, problem, message
+            return False
+        r.findings = [f.__dict__ for f in source.scan(src, self.spec)]
+        self.preload = policy.imported_modules(src)
+        return True
+
+    def _cases(self) -> list[Case]:
+        self.ref_mod = load_module(str(bank.reference_path(self.problem)), None, "reference")
+        grader = load_module(str(bank.grader_path(self.problem)), None, "grader")
+        probe_path = bank.probe_path(self.problem)
+        self.probe_source = probe_path.read_text(encoding="utf-8") if probe_path.is_file() else None
+        if self.probe_source:
+            self.probes = load_source(self.probe_source, f"probes_{self.problem}", filename=str(probe_path))
+        all_cases = grader.cases(Ctx(self.seed, full=self.full, settings=self.spec.settings))
+        names = [c.name for c in all_cases]
+        if len(set(names)) != len(names):
+            raise GraderBug(f"graders/{self.problem}.py: two cases share a name")
+        if self.only_case is not None:
+            all_cases = [c for c in all_cases if c.name == self.only_case]
+            if not all_cases:
+                raise KeyError(f"no case '{self.only_case}' for {self.problem} with seed {self.seed}"
+                               f"{'' if self.full else ' (try --full)'}; cases: {', '.join(names)}")
+        return all_cases
+
+    # ------------------------------------------------------------ in the room
+    def _in_room(self, cases: list[Case]) -> None:
+        r = self.report
+        preload = self.preload + (policy.imported_modules(self.probe_source) if self.probe_source else [])
+        self.room = self.rooms.open(preload=preload)
+        self.room.budget = self.time_limit
+        self.room.path = self.target.room_path
+        self.room.cancel_fd = self.cancel_fd
+        try:
+            reply = self.room.call({
+                "op": "load", "path": self.target.room_path, "problem": self.problem,
+                "forbidden": list(self.spec.all_forbidden), "probes": self.probe_source,
+                "hidden": self.target.hidden, "writable": self.target.writable, "budget": self.time_limit,
+                "folders": [str(Path(self.target.room_path).parent)]})
+        except RoomFailure as exc:
+            r.status, r.problem_error, r.message = FAIL, exc.problem, exc.problem.message
+            return
+        if reply.get("problem"):
+            p = _problem_from_wire(reply["problem"])
+            r.status, r.problem_error, r.message = ERROR, p, p.message
+            return
+        for case in cases:
+            case.seed = case_seed(self.seed, case.name)
+            if case.device == "cuda" and not torch.cuda.is_available():
+                r.cases.append(CaseResult(case.name, SKIP, case.shapes(), _dtype_name(case.dtype), case.note,
+                                          message=case.cuda_reason + "; this machine has no CUDA"))
+                continue
+            try:
+                res = self._check_case(case) if case.is_check else self._case(case)
+            except RoomFailure as exc:
+                res = CaseResult(case.name, FAIL, case.shapes(), _dtype_name(case.dtype), case.note, forward=FAIL,
+                                 problem=exc.problem, message=exc.problem.message)
+                r.cases.append(res)
+                r.problem_error = exc.problem
+                r.replay = self._replay(case.name)
                 break
-    report.output = session.stdout.getvalue()
-    report.warnings += session.warnings
-    failed = [c for c in report.cases if c.status in (FAIL, ERROR)]
-    forbidden = [f for f in report.findings if f["line"]]
-    missing = [f for f in report.findings if not f["line"]]
-    first = report.first_failure()
-    if first is not None and first.status == ERROR and first.problem:
-        report.status, report.problem_error = ERROR, first.problem
-        report.message = first.problem.message
-    elif failed or forbidden or missing:
-        report.status = FAIL
-        ran = [c for c in report.cases if c.status != SKIP]
-        parts = []
-        if failed:
-            parts.append(f"{len(failed)} of {len(ran)} case(s) failed")
-        if forbidden:
-            parts.append(f"uses forbidden `{forbidden[0]['name']}` (line {forbidden[0]['line']})")
-        if missing:
-            parts.append(missing[0]["message"])
-        report.message = "; ".join(parts)
-    else:
-        report.status = PASS
-        skipped = [c for c in report.cases if c.status == SKIP]
-        report.message = f"all {len(report.cases) - len(skipped)} cases passed" + (
-            f" ({len(skipped)} skipped: {skipped[0].message})" if skipped else "")
-        report.replay = ""
-    return _finish(report, t_start)
+            r.cases.append(res)
+            if res.diagnosis and r.diagnosis is None:
+                r.diagnosis = res.diagnosis
+            if res.status in (FAIL, ERROR):
+                if "--case" not in r.replay:
+                    r.replay = self._replay(res.name)
+                stub = res.message.startswith("not written yet")
+                if self.fail_fast or res.status == ERROR or stub:
+                    break
+
+    def _sub(self, data: CaseData) -> Side:
+        reply = self.room.call({"op": "case", "data": data.to_wire(), "trace": True, "repeat": True})
+        if reply.get("problem") and not reply.get("side"):
+            return Side(problem=_problem_from_wire(reply["problem"]))
+        try:
+            return side_from_wire(reply.get("side"))
+        except (ValueError, TypeError, KeyError) as exc:
+            return Side(problem=UserProblem("runner", f"your code's grading process sent back a reply that "
+                                                      f"cannot be read ({exc})"))
+
+    def _case(self, case: Case) -> CaseResult:
+        prep = Prepared(case, self.ref_mod)
+        truth = run_side(self.ref_mod, prep.truth, session=None, trace=False, repeat=False, probes=self.probes)
+        prep.share_upstream()
+        low = None if case.dtype == torch.float64 and case.autocast is None else \
+            run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
+        sub = self._sub(prep.low)
+        res, limits = judge(case, truth, low, sub, self.spec)
+        if res.forward == FAIL and res.detail is not None and sub.weights is not None:
+            # only now trace the reference too, to compare the attention weights over (query, key)
+            traced = run_side(self.ref_mod, prep.truth, session=None, trace=True, repeat=False, probes=self.probes)
+            if traced.weights is not None and traced.weights.shape == sub.weights.shape:
+                res.detail["weights"] = weights_detail(sub.weights, traced.weights)
+        if sub.adapted and sub.adapted not in self.report.warnings:
+            self.report.warnings.append(sub.adapted)
+        if res.status == FAIL and self.diagnose and not sub.problem and self.report.first_failure() is None:
+            res.diagnosis = self._mutant_named(case, prep, truth, low, sub, res, limits)
+        return res
+
+    def _mutant_named(self, case, prep, truth, low, sub, res, limits) -> Diagnosis | None:
+        if self.mutants is None:
+            self.mutants = _mutants(self.spec)
+        best = None
+        by_rule = res.tensor.startswith("trace rule")   # only then do the mutants' own ops matter
+        for mid, mmod in self.mutants.items():
+            if mmod is None:
+                continue
+            try:
+                mut = run_side(mmod, prep.low, session=None, trace=by_rule, repeat=False, probes=self.probes)
+            except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
+                continue
+            if mut.problem:
+                continue
+            mres = judge(case, truth, low, mut, self.spec, rules=by_rule)[0]
+            if mres.status == PASS:
+                continue  # a mutant that is right on this case names nothing here
+            if res.tensor.startswith("trace rule") and mres.tensor != res.tensor:
+                continue  # the submission broke an op rule: only a mutant breaking the same one
+            score = mutant_match(sub, mut, limits)
+            if score is not None and (best is None or score < best[0]):
+                best = (score, mid)
+        if best:
+            m = self.spec.mistake(best[1])
+            return Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
+        return None
+
+    def _check_case(self, case: Case) -> CaseResult:
+        res = CaseResult(case.name, PASS, case.shapes(), _dtype_name(case.dtype), case.note, forward=PASS)
+        prep = Prepared(case, self.ref_mod, check=True)
+
+        def ref_side(data):
+            return lambda: run_side(self.ref_mod, data, session=None, trace=False, repeat=False,
+                                    probes=self.probes).obs
+        ref = LazyObs(ref_side(prep.low))      # most checks read only the submission's observation
+        case.truth_obs = ref if case.dtype == torch.float64 else LazyObs(ref_side(prep.truth))
+        sub = self._sub(prep.low)
+        res.time_ms = sub.seconds * 1000
+        if sub.problem:
+            res.status, res.forward, res.problem, res.message = FAIL, FAIL, sub.problem, stub_message(sub.problem)
+            if sub.problem.kind in ("missing", "interface"):
+                res.status = ERROR
+            return res
+        try:
+            failures = list(case.check(sub.obs, ref, case) or [])
+        except Exception as exc:  # noqa: BLE001 - the observation comes from untrusted code
+            failures = [f"what your code returned could not be checked ({type(exc).__name__}: {exc})"]
+        for i, rule in enumerate(case.trace):
+            msg = rule.check(sub.ops, case)
+            if msg:
+                failures.append(msg)
+        failures = [f if isinstance(f, Failure) else Failure(str(f)) for f in failures]
+        if failures:
+            res.status, res.forward = FAIL, FAIL
+            res.checks = [f.message for f in failures]
+            res.message = failures[0].message
+            named = next((f.mistake for f in failures if f.mistake), None)
+            m = self.spec.mistake(named) if named else None
+            if m:
+                res.diagnosis = Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
+        return res
+
+    # ------------------------------------------------------------ the verdict
+    def _verdict(self) -> None:
+        r = self.report
+        if r.status == ERROR and r.problem_error:
+            return
+        failed = [c for c in r.cases if c.status in (FAIL, ERROR)]
+        forbidden = [f for f in r.findings if f["line"]]
+        missing = [f for f in r.findings if not f["line"]]
+        first = r.first_failure()
+        if r.problem_error and not r.cases:
+            r.status = FAIL if r.problem_error.kind in ("timeout", "crash", "runner", "memory") else ERROR
+            r.message = r.problem_error.message
+        elif first is not None and first.status == ERROR and first.problem:
+            r.status, r.problem_error = ERROR, first.problem
+            r.message = first.problem.message
+        elif failed or forbidden or missing:
+            r.status = FAIL
+            ran = [c for c in r.cases if c.status != SKIP]
+            parts = []
+            if failed:
+                parts.append(f"{len(failed)} of {len(ran)} case(s) failed")
+            if forbidden:
+                parts.append(f"uses forbidden `{forbidden[0]['name']}` (line {forbidden[0]['line']})")
+            if missing:
+                parts.append(missing[0]["message"])
+            r.message = "; ".join(parts)
+        else:
+            r.status = PASS
+            skipped = [c for c in r.cases if c.status == SKIP]
+            n = len(r.cases) - len(skipped)
+            r.message = (f"all {n} cases passed" if n != 1 else "the case passed") + (
+                f" ({len(skipped)} skipped: {skipped[0].message})" if skipped else "")
+            r.replay = ""
+
+
+def vet(path: Path) -> tuple[str, UserProblem | None, str]:
+    """(source, problem, message): a file that cannot be read, does not parse, or uses what graded
+    code may not (attn_drill.policy) never reaches a room."""
+    try:
+        src = source.read(path)
+    except (UnicodeDecodeError, OSError) as exc:
+        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
+        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file"
+    err = source.syntax_error(src, str(path))
+    if err:
+        return src, UserProblem("syntax", f"SyntaxError: {err['message']}",
+                                [Frame(path.name, err["line"], "<module>", err["text"].strip())]), \
+            f"your file does not parse: line {err['line']}: {err['message']}"
+    refused = policy.check(src, path)
+    if refused:
+        first = refused[0]
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        return src, UserProblem(first.kind, first.message + more, [Frame(first.file, first.line, "<module>",
+                                                                          first.code)]), \
+            f"line {first.line}: {first.message}"
+    return src, None, ""
+
+
+class LazyObs:
+    """The reference's observation of a check case, computed on first use."""
+
+    def __init__(self, make):
+        self._make, self._done, self._value = make, False, None
+
+    @property
+    def value(self):
+        if not self._done:
+            self._value, self._done = self._make(), True
+        return self._value
+
+    def __getitem__(self, key):
+        return self.value[key]
+
+    def get(self, key, default=None):
+        return self.value.get(key, default)
+
+    def __iter__(self):
+        return iter(self.value)
+
+    def __len__(self):
+        return len(self.value)
+
+
+class Prepared:
+    """Inputs, parameters and upstream gradients of one case, for every side."""
+
+    def __init__(self, case: Case, ref_mod, check: bool = False):
+        self.case = case
+        params: dict[str, torch.Tensor] = {}
+        if case.init is not None:
+            torch.manual_seed(case.seed)
+            base = getattr(ref_mod, case.target)(**case.init)
+            params = {n: p.detach().to(torch.float64) for n, p in base.named_parameters()}
+        d = case.dtype
+        params_low = {n: p.to(dtype=d) for n, p in params.items()}
+        common = dict(name=case.name, target=case.target, init=case.init, device=case.device,
+                      grad=case.grad and not check, train=case.train, deterministic=case.deterministic,
+                      probe=case.probe, probe_args=dict(case.probe_args), check=check,
+                      output_names=case.output_names, seed=case.seed)
+        self.low = CaseData(dtype=d, autocast=case.autocast, inputs=_cast(case.inputs, d), kwargs=_cast(case.kwargs, d),
+                            params=params_low, **common)
+        self.truth = CaseData(dtype=torch.float64, autocast=None, inputs=_cast(case.inputs, d, truth=True),
+                              kwargs=_cast(case.kwargs, d, truth=True),
+                              params={n: p.to(torch.float64) for n, p in params_low.items()}, **common)
+        self.truth.upstream = _Upstream(case)
+
+    def share_upstream(self) -> None:
+        """The upstream gradients the truth used, in the case dtype, for the other sides."""
+        self.low.upstream = dict(self.truth.upstream.low)
+
+
+class _Upstream(dict):
+    """Upstream gradients made on demand from the case seed and the output's name and shape."""
+
+    def __init__(self, case: Case):
+        super().__init__()
+        self.case = case
+        self.low: dict[str, torch.Tensor] = {}
+
+    def for_output(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        if name not in self.low:
+            gen = torch.Generator().manual_seed(case_seed(self.case.seed, "upstream:" + name))
+            g = torch.randn(tuple(like.shape), generator=gen, dtype=torch.float64)
+            self.low[name] = g.to(self.case.dtype if self.case.dtype.is_floating_point else torch.float32)
+            self[name] = self.low[name].to(torch.float64)
+        return self[name]
+
+
+def _cast(values: dict, dtype, truth: bool = False) -> dict:
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            v = v.to(dtype=dtype)
+            if truth:
+                v = v.to(torch.float64)
+        out[k] = v
+    return out
+
+
+def _problem_from_wire(p) -> UserProblem:
+    try:
+        frames = [Frame(str(f[0])[:200], int(f[1]), str(f[2])[:200], str(f[3])[:500]) for f in p.get("frames") or []]
+        return UserProblem(str(p.get("kind", "runner"))[:30], str(p.get("message", ""))[:4000], frames[:16])
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return UserProblem("runner", "your code's grading process sent back a reply that cannot be read")
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 def _shown(path: str) -> str:
@@ -196,12 +423,7 @@ def _shown(path: str) -> str:
         return path
 
 
-def _finish(report: Report, t_start: float) -> Report:
-    report.seconds = time.perf_counter() - t_start
-    return report
-
-
-def _mutants(spec, ref_mod) -> dict:
+def _mutants(spec) -> dict:
     ref_src = source.read(bank.reference_path(spec.id))
     out = {}
     for m in spec.mistakes:
@@ -210,31 +432,3 @@ def _mutants(spec, ref_mod) -> dict:
         except Exception:  # noqa: BLE001 - a broken mutant is reported by verify, not here
             out[m.id] = None
     return out
-
-
-def _run_check(case: Case, sub_mod, ref_mod, session: Session, spec) -> CaseResult:
-    res = CaseResult(case.name, PASS, case.shapes(), str(case.dtype).replace("torch.", ""), case.note,
-                     forward=PASS)
-    t0 = time.perf_counter()
-    try:
-        with session.user():
-            torch.manual_seed(case.seed)
-            failures = list(case.check(sub_mod, ref_mod, case) or [])
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        prob = session.problem(exc)
-        res.status, res.forward, res.problem, res.message = FAIL, FAIL, prob, stub_message(prob)
-        res.time_ms = (time.perf_counter() - t0) * 1000
-        return res
-    res.time_ms = (time.perf_counter() - t0) * 1000
-    failures = [f if isinstance(f, Failure) else Failure(str(f)) for f in failures]
-    if failures:
-        res.status, res.forward = FAIL, FAIL
-        res.checks = [f.message for f in failures]
-        res.message = failures[0].message
-        named = next((f.mistake for f in failures if f.mistake), None)
-        m = spec.mistake(named) if named else None
-        if m:
-            res.diagnosis = Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
-    return res

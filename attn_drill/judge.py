@@ -7,7 +7,8 @@ import torch
 from .api import Case
 from .compare import compare, detail
 from .results import ERROR, FAIL, PASS, CaseResult, UserProblem
-from .sides import Side
+from .room.params import apply
+from .room.side import Side
 
 
 class GraderBug(RuntimeError):
@@ -15,12 +16,14 @@ class GraderBug(RuntimeError):
 
 
 def _value_str(v) -> str:
+    if isinstance(v, dict) and set(v) == {"$object"}:
+        return f"a {v['$object']} object"
     if isinstance(v, torch.Tensor):
         return f"tensor of shape {list(v.shape)}, {str(v.dtype).replace('torch.', '')}, on {v.device}"
     return f"{type(v).__name__} {v!r}"[:120]
 
 
-def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[CaseResult, dict]:
+def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bool = True) -> tuple[CaseResult, dict]:
     res = CaseResult(case.name, PASS, case.shapes(), str(case.dtype).replace("torch.", ""), case.note)
     if case.autocast is not None:
         res.dtype += f" autocast {str(case.autocast).replace('torch.', '')}"
@@ -113,7 +116,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
             res.detail = detail(sg, tg, cmp, axes if "param" not in key else ("out feature", "in feature"))
             return res, limits
     # -- op-trace rules
-    for i, rule in enumerate(case.trace):
+    for i, rule in enumerate(case.trace if rules else ()):
         msg = rule.check(sub.ops, case)
         if msg:
             res.tensor = f"trace rule {i}"
@@ -121,9 +124,10 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec) -> tuple[
     return res, limits
 
 
-def judge(case: Case, truth: Side, low: Side | None, side: Side, spec) -> tuple[CaseResult, dict]:
-    """The whole verdict on one side of a case: outputs, input gradients, trace rules, parameter gradients."""
-    res, limits = _judge(case, truth, low, side, spec)
+def judge(case: Case, truth: Side, low: Side | None, side: Side, spec, rules: bool = True) -> tuple[CaseResult, dict]:
+    """The whole verdict on one side of a case: outputs, input gradients, trace rules (unless `rules`
+    is off: a side run without the tracer), parameter gradients."""
+    res, limits = _judge(case, truth, low, side, spec, rules)
     if res.status == PASS and case.grad and case.init is not None:
         res = _judge_param_grads(res, case, truth, low, side, limits)
     return res, limits
@@ -145,20 +149,20 @@ def _worse(current, candidate):
 
 def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits) -> CaseResult:
     """Gradients of parameters, compared in the submission's layout (merged or separate projections)."""
-    mapping = getattr(sub, "mapping", {}) or {}
+    mapping = sub.mapping or {}
     t_by_ref = {k[len("param "):]: v for k, v in truth.grads.items() if k.startswith("param ") and v is not None}
     l_by_ref = {k[len("param "):]: v for k, v in (low.grads.items() if low else []) if k.startswith("param ")}
     worst = None
-    for sub_name, fn in mapping.items():
+    for sub_name, plan in mapping.items():
         try:
-            tg = fn(t_by_ref)
-        except KeyError:
+            tg = apply(plan, t_by_ref)
+        except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
             continue
         lg = None
         if low and all(v is not None for v in l_by_ref.values()):
             try:
-                lg = fn(l_by_ref)
-            except KeyError:
+                lg = apply(plan, l_by_ref)
+            except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
                 lg = None
         sg = sub.grads.get(f"param {sub_name}", _MISSING)
         if sg is _MISSING:
@@ -218,17 +222,17 @@ def mutant_match(sub: Side, mut: Side, limits: dict) -> float | None:
     score = 0.0
     mut_map, sub_map = dict(mut.outs), dict(sub.outs)
     pairs = [(n, sub_map.get(n), v) for n, v in mut_map.items()]
-    mapping = getattr(sub, "mapping", {}) or {}
-    mut_mapping = getattr(mut, "mapping", {}) or {}
+    mapping = sub.mapping or {}
+    mut_mapping = mut.mapping or {}
     for k, v in mut.grads.items():
         if not k.startswith("param "):
             pairs.append(("grad " + k, sub.grads.get(k), v))
     if mapping and mut_mapping:
         m_by_ref = {k[len("param "):]: v for k, v in mut.grads.items() if k.startswith("param ") and v is not None}
-        for sub_name, fn in mapping.items():
+        for sub_name, plan in mapping.items():
             try:
-                pairs.append(("grad param " + sub_name, sub.grads.get(f"param {sub_name}"), fn(m_by_ref)))
-            except KeyError:
+                pairs.append(("grad param " + sub_name, sub.grads.get(f"param {sub_name}"), apply(plan, m_by_ref)))
+            except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
                 continue
     for name, s, m in pairs:
         if isinstance(m, torch.Tensor):

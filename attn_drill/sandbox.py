@@ -1,126 +1,94 @@
-"""A grading worker confined to one folder, for grading other people's code (`attn-drill grade`).
+"""An OS sandbox for grading other people's code, from bubblewrap (`bwrap`, the Debian/Ubuntu package
+`bubblewrap`): Linux namespaces, no root needed where user namespaces are allowed.
 
-`SandboxClient` is a WorkerClient whose process starts with its working directory inside a scratch
-folder (the grader copies a student's files there) and runs `python -m attn_drill.sandbox`, which
-loads torch and the engine, then tightens the process before serving the usual worker protocol:
+Inside, a room's zygote sees: a read-only view of the system libraries and of the Python that runs
+attn-drill (its site-packages and this package's code, with the problem bank hidden); the student's
+scratch copy as the only writable folder (at /submission); a private /tmp, /dev and /proc (a new pid
+namespace: no other process is visible); no network (a new network namespace); no capabilities. When
+the sandbox's zygote ends, the kernel ends every process left in its pid namespace, so nothing a
+student started outlives their grading.
 
-  - an audit hook refuses file writes, deletes, renames and mkdirs outside the scratch folder and
-    the client's own temporary folder, and refuses starting processes, forking and sockets
-    (the submission sees a PermissionError, which grades as an exception in its code);
-  - RLIMIT_FSIZE caps any file it writes (64 MiB), RLIMIT_CORE = 0, and the worker's own
-    address-space limit (ATTN_DRILL_MEMORY_GB) applies as for `check`;
-  - bytecode caches are not written.
-
-What it does NOT provide: a real sandbox. Code that uses ctypes or a C extension to make system
-calls, or that patches the engine in its own process, is not stopped; run untrusted classes in a
-container or CI runner that holds nothing of value. See docs/classroom.md.
+Where bwrap is missing or user namespaces are off, `available()` says why; `grade` then grades with
+process separation and an audit hook only, says so, and `--require-sandbox` refuses to go on.
 """
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
-from .worker import WorkerClient
-
-FILE_SIZE_LIMIT = 64 << 20
-
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PATH_EVENTS = {  # event -> indexes of its path arguments
-    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.chmod": (0,),
-    "os.chown": (0,), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.utime": (0,),
-    "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.copytree": (1,), "shutil.move": (1,),
-}
-_BLOCKED_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-                   "os.forkpty", "pty.spawn", "socket.connect", "socket.bind", "os.kill", "os.killpg")
+INSIDE = "/submission"
+PKG = Path(__file__).resolve().parent
 
 
-# `-c` instead of `-m`: drop the working directory from the front of sys.path, so a student's
-# `torch.py` or `attn_drill/` cannot shadow the real ones; _main appends it at the end instead.
-_BOOT = "import sys; sys.path.pop(0); from attn_drill.sandbox import _main; _main(sys.argv[1:])"
+@functools.lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """(usable, why not). Tried once per process with a real sandbox start."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False, "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    if not sys.platform.startswith("linux"):
+        return False, "OS sandboxing needs Linux"
+    try:
+        proc = subprocess.run([exe, *_base_args(), "--", sys.executable, "-c", "print('ok')"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap could not start: {exc}"
+    if proc.returncode != 0 or "ok" not in proc.stdout:
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        return False, "bwrap cannot create namespaces here (" + (why[-1] if why else f"exit {proc.returncode}") + \
+            "); user namespaces may be disabled"
+    return True, ""
 
 
-class SandboxClient(WorkerClient):
-    """A WorkerClient whose process works inside `folder` and may write only there."""
-
-    def __init__(self, folder: Path, memory_gb: float | None = None, warm: str | None = None):
-        super().__init__()
-        self.warm = warm  # a problem id: grade its reference once before serving, off the students' clock
-        self.folder = Path(folder).resolve()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.memory_gb = memory_gb
-
-    def start(self) -> "SandboxClient":
-        if self.proc is None or self.proc.poll() is not None:
-            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", PYTHONDONTWRITEBYTECODE="1")
-            if self.memory_gb is not None:
-                env["ATTN_DRILL_MEMORY_GB"] = str(self.memory_gb)
-            # the package must stay importable with a working directory inside the scratch folder
-            pkg_root = str(Path(__file__).resolve().parent.parent)
-            env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [p for p in [env.get("PYTHONPATH")] if p])
-            self._stderr = open(self._stderr_path, "ab")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(self.folder), self._tmp.name, self.warm or ""],
-                cwd=self.folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                env=env, text=True, bufsize=1)
-            self._ready = False
-        return self
+def _ro_paths() -> list[str]:
+    """What the Python running attn-drill needs, read-only: its prefix, site-packages, this package."""
+    paths = {sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+             os.path.dirname(os.path.realpath(sys.executable))}
+    for p in sys.path:
+        if p and os.path.isdir(p) and ("site-packages" in p or p.startswith(sys.base_prefix)):
+            paths.add(p)
+    return sorted(p for p in paths if os.path.exists(p))
 
 
-def _install(allowed: list[str]) -> None:
-    """Confine this process: the audit hook and resource limits described in the module docstring."""
-    import resource
-    import signal
-
-    roots = [os.path.realpath(a) for a in allowed] + ["/dev/null"]
-
-    def inside(path) -> bool:
-        if isinstance(path, int) or path is None:
-            return True  # an fd we already hold
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        full = os.path.realpath(os.path.join(os.getcwd(), os.fspath(path)))
-        return any(full == r or full.startswith(r + os.sep) for r in roots)
-
-    def refuse(what: str):
-        raise PermissionError(f"attn-drill grade: {what} is not allowed while grading; "
-                              f"a submission may write only inside its own folder")
-
-    def hook(event: str, args: tuple) -> None:
-        if event == "open":
-            path, mode, flags = (tuple(args) + (None, None, None))[:3]
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-                (isinstance(flags, int) and flags & _WRITE_FLAGS)
-            if writing and not inside(path):
-                refuse(f"writing {path}")
-        elif event in _PATH_EVENTS:
-            for i in _PATH_EVENTS[event]:
-                if i < len(args) and not inside(args[i]):
-                    refuse(f"{event} on {args[i]}")
-        elif event.startswith(_BLOCKED_EVENTS):
-            refuse(f"{event} (starting processes, signals, network)")
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write raises OSError instead of killing us
-    for limit, value in ((resource.RLIMIT_FSIZE, FILE_SIZE_LIMIT), (resource.RLIMIT_CORE, 0)):
-        try:
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass
-    sys.addaudithook(hook)
+def _base_args() -> list[str]:
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/passwd",
+              "/etc/group", "/etc/nsswitch.conf", "/etc/alternatives"):
+        if os.path.exists(f):
+            args += ["--ro-bind", f, f]
+    for p in _ro_paths():
+        args += ["--ro-bind", p, p]
+    return args
 
 
-def _main(argv: list[str]) -> None:
-    import torch  # noqa: F401 - load everything the engine needs before the hook is in place
-
-    from . import engine, worker  # noqa: F401
+def bank_dirs() -> list[str]:
+    """Where the problem bank lives, to hide (the package's _bank/, or the checkout's folders)."""
     from . import bank
-    if len(argv) > 2 and argv[2]:  # first-call costs (lazy imports, dispatcher caches) are paid here
-        try:
-            engine.grade(argv[2], str(bank.reference_path(argv[2])), seed=0, diagnose=False)
-        except Exception:  # noqa: BLE001 - a broken problem shows up in the real grading
-            pass
-    _install(argv[:2])
-    sys.path.append(argv[0])  # a student's helper modules import, after everything installed
-    worker._serve()
+    root = bank.root()
+    return [str(root / d) for d in ("problems", "reference", "graders", "probes")] + [str(PKG / "_bank")]
 
+
+def command(scratch: Path) -> tuple[list[str], dict]:
+    """The bwrap argv prefix and environment for a zygote confined to `scratch`."""
+    args = [shutil.which("bwrap") or "bwrap", *_base_args()]
+    pkg_parent = str(PKG.parent)
+    args += ["--ro-bind", str(PKG), str(PKG)]          # this package's code (the bank is not inside it...)
+    for hidden in bank_dirs():
+        if os.path.isdir(hidden) and hidden.startswith(str(PKG) + os.sep):
+            args += ["--tmpfs", hidden]                 # ...or, in an installed wheel, is hidden here
+    args += ["--bind", str(scratch), INSIDE, "--chdir", INSIDE]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp",
+           "PYTHONPATH": pkg_parent, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+           "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8", "ATTN_DRILL_MEMORY_GB": os.environ.get("ATTN_DRILL_MEMORY_GB", "6")}
+    return [*args, "--clearenv", *sum((["--setenv", k, v] for k, v in env.items()), [])], env

@@ -1,9 +1,12 @@
 """The timing process behind `attn-drill bench`: run as `python -m attn_drill.timing`, one JSON request
 on stdin, one JSON answer on stdout. torch is imported here, never in the CLI process.
 
-What it times, on the same sizes: the submission, the reference (both in the bench dtype, with the
-reference's parameters copied into the submission) and torch's fused `F.scaled_dot_product_attention`
-on the q/k/v shapes of the reference's attention core. The sizes come from the spec:
+It is a judge like the grading worker: the submission runs in a room (attn_drill.room), forked
+before the bank is loaded here, and times its own calls there; the reference and torch's fused
+`F.scaled_dot_product_attention` are timed here, in turn with it, on the same inputs, while the
+room waits. What it times, on the same sizes: the submission, the reference (both in the bench
+dtype, with the reference's parameters copied into the submission) and the fused SDPA on the
+q/k/v shapes of the reference's attention core. The sizes come from the spec:
 
     settings:
       bench:                                  # every key optional except inputs
@@ -25,7 +28,6 @@ On CUDA the runs are timed with CUDA events after torch.cuda.synchronize() (that
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -40,55 +42,10 @@ WARMUP = 3
 MIN_RUNS = 5
 MAX_RUNS = 500
 TOLERANCE = {"float64": 1e-9, "float32": 2e-4, "bfloat16": 3e-2, "float16": 1e-2}
-_NO_ALLOC = ("aten.view", "aten._unsafe_view", "aten.expand", "aten.t.", "aten.transpose", "aten.permute",
-             "aten.detach", "aten.alias", "aten.as_strided", "aten.slice", "aten.select", "aten.unsqueeze",
-             "aten.squeeze", "aten.split", "aten.unbind", "aten.chunk", "aten.narrow", "aten._reshape_alias",
-             "aten.lift_fresh")
 
 
 class BenchProblem(Exception):
     """Something about the submission (not the tool) stops the benchmark: exit 1."""
-
-
-def _tracking_modes():
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-    from torch.utils.flop_counter import flop_registry
-
-    class Largest(TorchDispatchMode):
-        """The largest tensor any op allocates (views excluded), and every op's shapes for the SDPA core."""
-
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
-            return False
-
-        def __init__(self, record: bool = False):
-            super().__init__()
-            self.best = None
-            self.flops = 0  # FlopCounterMode's formulas (matmuls, convolutions, SDPA), without its dynamo import
-            self.record = record
-            self.ops: list[tuple[str, list, list]] = []
-
-        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = str(func)
-            count = flop_registry.get(func._overloadpacket)
-            if count is not None:
-                self.flops += count(*args, **(kwargs or {}), out_val=out)
-            outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-            if self.record:
-                ins = [tuple(a.shape) for a in tree_flatten((args, kwargs or {}))[0] if isinstance(a, torch.Tensor)]
-                self.ops.append((name, ins, [tuple(o.shape) for o in outs]))
-            if not name.startswith(_NO_ALLOC):
-                for o in outs:
-                    nbytes = o.numel() * o.element_size()
-                    if self.best is None or nbytes > self.best["bytes"]:
-                        self.best = {"op": name, "shape": list(o.shape), "numel": o.numel(), "bytes": nbytes,
-                                     "dtype": str(o.dtype).replace("torch.", "")}
-            return out
-
-    return Largest
 
 
 def _numel(shape) -> int:
@@ -118,9 +75,11 @@ def sdpa_shapes(ops) -> dict | None:
 
 
 class Bench:
-    def __init__(self, req: dict):
+    def __init__(self, req: dict, rooms):
         import torch
-        from . import bank, usercode
+
+        from . import bank, engine
+        from .room.usercode import load_module
         self.torch = torch
         self.req = req
         self.spec = bank.get(req["problem"])
@@ -130,19 +89,25 @@ class Bench:
             raise BenchProblem("--device cuda, but this machine has no CUDA device")
         self.device = "cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu"
         self.seed = int(req.get("seed", 0))
-        self.session = usercode.Session(self.path, self.spec.all_forbidden)
-        self.ref_session = usercode.Session(str(bank.reference_path(self.spec.id)), ())
-        try:
-            self.sub_mod = usercode.load_module(self.path, self.session, "submission")
-        except usercode.UserProblemError as exc:
-            raise BenchProblem(_where(exc.problem)) from None
-        self.ref_mod = usercode.load_module(str(bank.reference_path(self.spec.id)), None, "reference")
+        src, problem, message = engine.vet(Path(self.path))
+        if problem is not None:
+            raise BenchProblem(_where(problem))
+        self.src = src
+        self.ref_mod = load_module(str(bank.reference_path(self.spec.id)), None, "reference")
+        probe_path = bank.probe_path(self.spec.id)
+        self.probe_source = probe_path.read_text(encoding="utf-8") if probe_path.is_file() else None
+        self.probes = None
+        if self.probe_source:
+            from .room.usercode import load_source
+            self.probes = load_source(self.probe_source, "probes", filename=str(probe_path))
         self._plan()
+        self._open_room(rooms, float(req.get("time_limit", 120)), int(req.get("threads") or 1))
 
     # ------------------------------------------------------------ what to run
     def _plan(self) -> None:
         torch = self.torch
         conf = self.spec.settings.get("bench")
+        self.probe, self.probe_args = None, {}
         if isinstance(conf, dict) and conf.get("inputs"):
             self.target = conf.get("target", self.spec.interface[0])
             self.init = conf.get("init")
@@ -152,13 +117,13 @@ class Bench:
             self.base_kwargs = {k: (torch.randn(*v["shape"], dtype=torch.float64)
                                     if isinstance(v, dict) and "shape" in v else v)
                                 for k, v in (conf.get("kwargs") or {}).items()}
-            self.run_fn = None
             self.source = "settings.bench in the spec"
             self.sdpa = conf.get("sdpa")
         else:
-            from . import bank, usercode
+            from . import bank
             from .api import Ctx, case_seed
-            grader = usercode.load_module(str(bank.grader_path(self.spec.id)), None, "grader")
+            from .room.usercode import load_module
+            grader = load_module(str(bank.grader_path(self.spec.id)), None, "grader")
             cases = [c for c in grader.cases(Ctx(self.seed, full=True, settings=self.spec.settings))
                      if not c.is_check and c.device == "cpu"]
             if not cases:
@@ -169,62 +134,90 @@ class Bench:
                 return sum(v.numel() for v in {**c.inputs, **c.kwargs}.values() if isinstance(v, torch.Tensor))
             case = max(cases, key=size)
             case.seed = case_seed(self.seed, case.name)
-            self.target, self.init, self.run_fn = case.target, case.init, case.run
+            self.target, self.init = case.target, case.init
+            self.probe, self.probe_args = case.probe, dict(case.probe_args)
             self.dtype = torch.float32 if case.dtype == torch.float64 else case.dtype
             self.base_inputs, self.base_kwargs = dict(case.inputs), dict(case.kwargs)
             self.shapes = {k: list(v.shape) for k, v in case.inputs.items() if isinstance(v, torch.Tensor)}
             self.source = (f"the grader's largest case '{case.name}' (add settings.bench to "
                            f"problems/{self.spec.id}.yaml for typical sizes)")
             self.sdpa = None
-        self.ref_impl, self.sub_impl = self._build()
+        self.ref_impl = self._build_ref()
         if self.sdpa is None:
-            Largest = _tracking_modes()
+            from .room.tracer import Largest
             mode = Largest(record=True)
             args, kwargs = self.fresh(0)
             with torch.no_grad(), mode:
-                self._call(self.ref_impl, args, kwargs)
+                self._call_ref(args, kwargs)
             self.sdpa = sdpa_shapes(mode.ops)
             self.sdpa_source = "read off the reference's op trace" if self.sdpa else None
         else:
             self.sdpa_source = "settings.bench.sdpa"
 
-    def _build(self):
+    def _data(self, params: dict):
+        from .room.side import CaseData
+        return CaseData(name="bench", target=self.target, dtype=self.dtype, init=self.init, device=self.device,
+                        grad=False, probe=self.probe, probe_args=self.probe_args, seed=self.seed, params=params)
+
+    def _build_ref(self):
         torch = self.torch
-        from .params import InterfaceError, adapt
-        ref_t = getattr(self.ref_mod, self.target)
-        sub_t = getattr(self.sub_mod, self.target, None)
-        if sub_t is None:
-            raise BenchProblem(f"your file defines no `{self.target}`; keep the names from the stub")
+        target = getattr(self.ref_mod, self.target)
         if self.init is None:
-            return ref_t, sub_t
+            self.ref_data = self._data({})
+            return target
         torch.manual_seed(self.seed)
-        ref = ref_t(**self.init).to(device=self.device, dtype=self.dtype).eval()
+        ref = target(**self.init).to(device=self.device, dtype=self.dtype).eval()
+        self.ref_data = self._data({n: p.detach() for n, p in ref.named_parameters()})
+        return ref
+
+    def _call_ref(self, args, kwargs):
+        if self.probe:
+            from .room import kit
+            from .room.side import Side
+            fn = getattr(self.probes, self.probe, None) if self.probes is not None else None
+            fn = fn or kit.BUILTIN[self.probe]
+            return fn(kit.Probe(self.ref_mod, self.ref_data, self.ref_impl, args, kwargs, None, Side()))
+        return self.ref_impl(*args.values(), **kwargs)
+
+    def _open_room(self, rooms, time_limit: float, threads: int) -> None:
+        from . import policy
+        from .rooms import RoomFailure
+        from .worker import _hidden
+        self.room = rooms.open(preload=policy.imported_modules(self.src))
+        self.room.budget, self.room.path = time_limit, self.path
+        self.sub = lambda msg: self._ask(msg)
         try:
-            with self.session.user():
-                torch.manual_seed(self.seed)
-                sub = sub_t(**self.init)
-        except BaseException as exc:  # noqa: BLE001
-            raise BenchProblem(_where(self.session.problem(exc))) from None
-        if not isinstance(sub, torch.nn.Module):
-            raise BenchProblem(f"`{self.target}(...)` built a {type(sub).__name__}, not a torch.nn.Module")
-        sub = sub.to(device=self.device, dtype=self.dtype).eval()
-        src = dict(ref.named_parameters())
-        mine = dict(sub.named_parameters())
+            reply = self.room.call({"op": "load", "path": self.path, "problem": self.spec.id,
+                                    "forbidden": list(self.spec.all_forbidden), "probes": self.probe_source,
+                                    "hidden": _hidden(self.path), "budget": time_limit,
+                                    "folders": [str(Path(self.path).parent)]})
+        except RoomFailure as exc:
+            raise BenchProblem(_where(exc.problem)) from None
+        self._check(reply)
+        self._ask({"op": "bench_build", "data": self.ref_data.to_wire(), "threads": threads})
+        self.torch.set_num_threads(threads)   # the reference and SDPA get as many threads as the submission
+
+    def _ask(self, msg: dict) -> dict:
+        from .rooms import RoomFailure
         try:
-            mapping, _ = adapt(src, {n: tuple(p.shape) for n, p in mine.items()})
-        except InterfaceError as exc:
-            raise BenchProblem(str(exc)) from None
-        with torch.no_grad():
-            for name, fn in mapping.items():
-                mine[name].copy_(fn(src))
-        return ref, sub
+            reply = self.room.call(msg)
+        except RoomFailure as exc:
+            raise BenchProblem(_where(exc.problem)) from None
+        return self._check(reply)
+
+    @staticmethod
+    def _check(reply: dict) -> dict:
+        if reply.get("problem"):
+            from .engine import _problem_from_wire
+            raise BenchProblem(_where(_problem_from_wire(reply["problem"])))
+        return reply
 
     def fresh(self, i: int):
         """New inputs for run i: float tensors redrawn with the same shape and scale; masks kept."""
         torch = self.torch
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
 
-        def redraw(v, grad_free=True):
+        def redraw(v):
             if isinstance(v, torch.Tensor):
                 if v.is_floating_point():
                     scale = float(v.double().std()) if v.numel() > 1 else 1.0
@@ -235,11 +228,6 @@ class Bench:
         return ({k: redraw(v) for k, v in self.base_inputs.items()},
                 {k: redraw(v) for k, v in self.base_kwargs.items()})
 
-    def _call(self, impl, args, kwargs):
-        if self.run_fn is not None:
-            return self.run_fn(impl, *args.values(), **kwargs)
-        return impl(*args.values(), **kwargs)
-
     def sdpa_inputs(self, i: int):
         torch = self.torch
         gen = torch.Generator().manual_seed(self.seed * 7_000_003 + i)
@@ -248,24 +236,14 @@ class Bench:
 
     # ------------------------------------------------------------ timing
     def _timed(self, fn):
-        torch = self.torch
-        if self.device == "cuda":  # untested: no GPU where this was written
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            out = fn()
-            end.record()
-            torch.cuda.synchronize()
-            return out, start.elapsed_time(end) / 1e3
-        t0 = time.perf_counter()
-        out = fn()
-        return out, time.perf_counter() - t0
+        from .room.runner import timed
+        return timed(fn, self.device)
 
-    def _verify(self, sub_out, ref_out, run: int) -> float:
-        from .sides import _flatten
+    def _verify(self, sub_outs, ref_out, run: int) -> float:
+        from .room.side import flatten
         torch = self.torch
         worst = 0.0
-        s_list, r_list = _flatten(sub_out), _flatten(ref_out)
+        s_list, r_list = sub_outs, flatten(ref_out)
         if len(s_list) != len(r_list):
             raise BenchProblem(f"timed run {run}: your code returned {len(s_list)} output(s), the reference "
                                f"{len(r_list)}; run attn-drill check {self.spec.id} first")
@@ -274,7 +252,7 @@ class Bench:
             if not isinstance(r, torch.Tensor):
                 continue
             if not isinstance(s, torch.Tensor) or tuple(s.shape) != tuple(r.shape):
-                got = list(s.shape) if isinstance(s, torch.Tensor) else type(s).__name__
+                got = list(s.shape) if isinstance(s, torch.Tensor) else "not a tensor"
                 raise BenchProblem(f"timed run {run}: `{name}` is {got}, expected {list(r.shape)}; run "
                                    f"attn-drill check {self.spec.id} first")
             if not r.is_floating_point():
@@ -316,14 +294,10 @@ class Bench:
                         q, k, v = self.sdpa_inputs(i)
                         _, t = self._timed(lambda: sdpa(q, k, v, is_causal=causal))
                     elif who == "submission":
-                        try:
-                            with self.session.user():
-                                outs[who], t = self._timed(lambda: self._call(self.sub_impl, args, kwargs))
-                        except BaseException as exc:  # noqa: BLE001
-                            raise BenchProblem(_where(self.session.problem(exc))) from None
+                        reply = self._ask({"op": "bench_run", "inputs": args, "kwargs": kwargs})
+                        outs[who], t = reply["outs"], float(reply["seconds"])
                     else:
-                        with self.ref_session.user():
-                            outs[who], t = self._timed(lambda: self._call(self.ref_impl, args, kwargs))
+                        outs[who], t = self._timed(lambda: self._call_ref(args, kwargs))
                     if i >= WARMUP:
                         series[who].append(t)
                 worst = max(worst, self._verify(outs["submission"], outs["reference"], i + 1))
@@ -338,10 +312,13 @@ class Bench:
     def _profile(self, who: str) -> tuple[dict | None, float | None, float | None]:
         """Largest intermediate tensor, FLOPs and (CUDA) peak memory of one untimed run."""
         torch = self.torch
-        Largest = _tracking_modes()
+        from .room.tracer import Largest
+        args, kwargs = self.fresh(0)
+        if who == "submission":
+            reply = self._ask({"op": "bench_run", "inputs": args, "kwargs": kwargs, "profile": True})
+            return reply.get("largest"), float(reply.get("flops") or 0) or None, None
         mode = Largest()
         peak = None
-        args, kwargs = self.fresh(0)
         if self.device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -351,16 +328,10 @@ class Bench:
                 q, k, v = self.sdpa_inputs(0)
                 fn = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
                     q, k, v, is_causal=bool(self.sdpa.get("is_causal")))
-            elif who == "submission":
-                fn = lambda: self._call(self.sub_impl, args, kwargs)  # noqa: E731
             else:
-                fn = lambda: self._call(self.ref_impl, args, kwargs)  # noqa: E731
-            ctx = self.session.user() if who == "submission" else contextlib.nullcontext()
-            try:
-                with ctx, mode:
-                    fn()
-            except BaseException as exc:  # noqa: BLE001
-                raise BenchProblem(_where(self.session.problem(exc))) from None
+                fn = lambda: self._call_ref(args, kwargs)  # noqa: E731
+            with mode:
+                fn()
             if self.device == "cuda":
                 torch.cuda.synchronize()
                 peak = torch.cuda.max_memory_allocated() - base
@@ -424,20 +395,18 @@ def _where(problem) -> str:
 
 def _serve() -> None:
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # the submission's prints go to stderr, never into the answer
+    os.dup2(2, 1)  # stray prints go to stderr, never into the answer
     sys.stdout = sys.stderr
-    import faulthandler
-
     req = json.loads(sys.stdin.readline())
     import torch
 
-    from .worker import limit_memory
-    limit_memory(torch)
-    # one CPU thread by default: ratios between implementations repeat far better than with all cores
-    torch.set_num_threads(max(1, int(req.get("threads") or 1)))
-    faulthandler.dump_traceback_later(float(req.get("time_limit", 120)), exit=True)  # the clock starts now
+    torch.set_num_threads(1)
+    from .rooms import Zygote
+    rooms = Zygote().fork()   # before anything of the bank is loaded: the room never holds it
+    bench = None
     try:
-        answer = {"ok": True, "result": Bench(req).run()}
+        bench = Bench(req, rooms)
+        answer = {"ok": True, "result": bench.run()}
     except BenchProblem as exc:
         answer = {"ok": False, "user": True, "error": str(exc)}
     except KeyError as exc:
@@ -445,7 +414,10 @@ def _serve() -> None:
     except Exception as exc:  # noqa: BLE001 - a tool bug: report it with its traceback
         import traceback
         answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    faulthandler.cancel_dump_traceback_later()
+    finally:
+        if bench is not None and getattr(bench, "room", None) is not None:
+            bench.room.close()
+        rooms.close()
     proto.write(json.dumps(answer) + "\n")
     proto.flush()
 

@@ -1,9 +1,10 @@
-"""The isolated grading process, and the client that talks to it.
+"""The judge process, and the client that talks to it.
 
-The worker imports torch once and answers JSON requests, one per line. It sets a memory limit and,
-for each request, a watchdog (faulthandler) that dumps the stack and exits when the time limit
-passes, so a hang or crash in user code becomes a graded failure with a pointer to the user's line.
-The client side (WorkerClient) never imports torch.
+The judge worker imports torch once, forks the zygote that rooms come from (before it loads
+anything of the problem bank), and answers JSON requests, one per line: each `grade` runs the
+engine, which sends the submission to a fresh room and judges what comes back. The judge never
+executes submitted code; a hang or crash there ends only that room. The client side
+(WorkerClient) never imports torch.
 """
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import selectors
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from .results import FAIL, Frame, Report, UserProblem
+from .results import Frame, Report
 
 MEMORY_LIMIT_GB = float(os.environ.get("ATTN_DRILL_MEMORY_GB", "6"))
 
@@ -42,16 +44,25 @@ def _serve() -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # stray prints and C-level output go to stderr, never into the protocol
     sys.stdout = sys.stderr
-    import faulthandler
-
     import torch  # noqa: F401 - the one import this process exists to pay once
 
-    from . import engine
-
-    limit_memory(torch)
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
+    from .rooms import Zygote
+    rooms = Zygote().fork()   # before anything of the bank is loaded: rooms never hold it
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE 0: no reading this process's memory
+    except (OSError, AttributeError):
+        pass
+    from . import engine
+    from .rooms import Cancelled
+    sandboxes: dict[str, Zygote] = {}
     proto.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
         if not line.strip():
             continue
         req = json.loads(line)
@@ -60,28 +71,71 @@ def _serve() -> None:
             break
         try:
             if op == "grade":
-                tb = open(req["tb_path"], "w")
-                faulthandler.dump_traceback_later(req.get("time_limit", 30), exit=True, file=tb)
-                try:
-                    report = engine.grade(req["problem"], req["path"], seed=req.get("seed", 0),
-                                          full=req.get("full", False), only_case=req.get("case"),
-                                          fail_fast=req.get("fail_fast", False),
-                                          diagnose=req.get("diagnose", True))
-                finally:
-                    faulthandler.cancel_dump_traceback_later()
-                    tb.close()
+                box = req.get("sandbox")
+                if box:
+                    zyg = sandboxes.get(box) or _sandbox(sandboxes, box)
+                    rel = Path(req["path"]).resolve().relative_to(Path(box).resolve())
+                    from .sandbox import INSIDE
+                    target = engine.Target(req["path"], room_path=f"{INSIDE}/{rel}", hidden=[],
+                                           writable=[INSIDE, "/tmp"], shown=req.get("shown"))
+                else:
+                    if not rooms.alive:
+                        rooms = _respawn()
+                    zyg = rooms
+                    target = engine.Target(req["path"], hidden=_hidden(req["path"]) + list(req.get("hide") or []),
+                                           writable=req.get("writable"), shown=req.get("shown"))
+                report = engine.grade(req["problem"], target, zyg, seed=req.get("seed", 0),
+                                      full=req.get("full", False), only_case=req.get("case"),
+                                      fail_fast=req.get("fail_fast", False), diagnose=req.get("diagnose", True),
+                                      time_limit=req.get("time_limit"), cancel_fd=stdin.fileno())
                 reply = {"ok": True, "report": report.to_dict()}
-            elif op == "ping":
+            elif op == "prepare_sandbox":
+                if req["scratch"] not in sandboxes:
+                    _sandbox(sandboxes, req["scratch"])
+                reply = {"ok": True}
+            elif op == "close_sandbox":
+                for key in [k for k in sandboxes if req.get("scratch") in (None, k)]:
+                    sandboxes.pop(key).close()
+                reply = {"ok": True}
+            elif op in ("ping", "cancel"):
                 reply = {"ok": True}
             else:
                 reply = {"ok": False, "error": f"unknown op {op!r}"}
+        except Cancelled:
+            reply = {"ok": False, "cancelled": True}
         except KeyError as exc:
             reply = {"ok": False, "error": str(exc.args[0]) if exc.args else repr(exc), "usage": True}
         except Exception as exc:  # noqa: BLE001 - a grader or engine bug: report it, keep serving
             import traceback
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc()}
-        proto.write(json.dumps(reply) + "\n")
+        if op != "cancel":
+            proto.write(json.dumps(reply) + "\n")
+    for zyg in [rooms, *sandboxes.values()]:
+        zyg.close()
+
+
+def _sandbox(sandboxes: dict, scratch: str):
+    """Start a zygote in an OS sandbox around `scratch` (it loads torch in the background)."""
+    from . import sandbox
+    from .rooms import Zygote
+    argv, env = sandbox.command(Path(scratch))
+    zyg = sandboxes[scratch] = Zygote().spawn(argv, env)
+    return zyg
+
+
+def _respawn():
+    """A new zygote by exec: this process has the bank loaded now, so it must not fork one."""
+    from .rooms import Zygote
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return Zygote().spawn([], env)
+
+
+def _hidden(path: str) -> list[str]:
+    """What a room in the user's own folder may not touch: the bank and the progress records."""
+    from . import sandbox
+    here = Path(path).resolve().parent
+    return sandbox.bank_dirs() + [str(here / ".attn-drill"), str(Path.cwd() / ".attn-drill")]
 
 
 # ---------------------------------------------------------------- client side
@@ -89,16 +143,25 @@ class ToolError(RuntimeError):
     """The tool itself failed (not the user's code): exit code 2."""
 
 
+class Cancelled(Exception):
+    """The grading was cancelled by the client (watch saw a newer save)."""
+
+
+JUDGE_ALLOWANCE_S = 120.0
+
+
 class WorkerClient:
-    def __init__(self):
+    def __init__(self, env: dict | None = None):
+        self.extra_env = dict(env or {})
         self.proc: subprocess.Popen | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="attn-drill-")
         self._stderr_path = Path(self._tmp.name) / "worker.err"
         self._ready = False
+        self._lock = threading.Lock()
 
     def start(self) -> "WorkerClient":
         if self.proc is None or self.proc.poll() is not None:
-            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+            env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **self.extra_env)
             self._stderr = open(self._stderr_path, "ab")
             self.proc = subprocess.Popen([sys.executable, "-m", "attn_drill.worker"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True,
@@ -135,46 +198,64 @@ class WorkerClient:
             return ""
 
     def grade(self, problem: str, path: str, seed: int, *, full=False, case=None, fail_fast=False,
-              diagnose=True, time_limit: float = 30.0) -> Report:
+              diagnose=True, time_limit: float = 30.0, sandbox: str | None = None, shown: str | None = None,
+              writable: list[str] | None = None, hide: list[str] | None = None) -> Report:
+        """Grade one file. `sandbox`: a scratch folder holding it, graded inside an OS sandbox;
+        without one, `writable` limits where the code may write and `hide` adds folders it may not
+        touch. Raises Cancelled when cancel() was called meanwhile, ToolError when the judge failed."""
         self.start()
         self._wait_ready()
-        tb_path = Path(self._tmp.name) / "timeout.txt"
         req = dict(op="grade", problem=problem, path=str(path), seed=seed, full=full, case=case,
-                   fail_fast=fail_fast, diagnose=diagnose, time_limit=time_limit, tb_path=str(tb_path))
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self._readline(time_limit + 15)
+                   fail_fast=fail_fast, diagnose=diagnose, time_limit=time_limit, shown=shown,
+                   sandbox=str(sandbox) if sandbox else None, writable=writable, hide=hide)
+        self._send(req)
+        # the judge's own work (reference, mutants) comes on top of the submission's time limit
+        line = self._readline(2 * time_limit + JUDGE_ALLOWANCE_S)
         if not line:
-            return self._dead(problem, path, seed, time_limit, tb_path)
+            tail = self._stderr_tail()
+            self.kill()
+            raise ToolError("the grading process stopped answering" + (f":\n{tail}" if tail else ""))
         reply = json.loads(line)
         if not reply.get("ok"):
+            if reply.get("cancelled"):
+                raise Cancelled()
             if reply.get("usage"):
                 raise ValueError(reply["error"])
             raise ToolError(reply.get("traceback") or reply.get("error"))
         return Report.from_dict(reply["report"])
 
-    def _dead(self, problem, path, seed, time_limit, tb_path) -> Report:
-        """The worker hung or died inside user code: turn that into a graded failure."""
-        if self.proc.poll() is None:
+    def cancel(self) -> None:
+        """Stop the grading in progress (from another thread); its grade() raises Cancelled."""
+        try:
+            self._send({"op": "cancel"})
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def prepare_sandbox(self, scratch) -> None:
+        """Start the OS sandbox for a scratch folder now; torch loads in it while other work goes on."""
+        self.start()
+        self._wait_ready()
+        self._send({"op": "prepare_sandbox", "scratch": str(scratch)})
+        self._readline(60)
+
+    def close_sandbox(self, scratch=None) -> None:
+        """End the OS sandbox of a scratch folder (all of them by default); returns once every
+        process in it is gone."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self._send({"op": "close_sandbox", "scratch": None if scratch is None else str(scratch)})
+        self._readline(60)
+
+    def _send(self, req: dict) -> None:
+        with self._lock:
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-        code = self.proc.wait()
-        dump = tb_path.read_text(errors="replace") if tb_path.exists() else ""
+            self.proc.wait()
         self.proc = None
-        frames = _frames_from_dump(dump, path)
-        report = Report(problem, str(path), seed, status=FAIL)
-        if "Timeout" in dump or code in (None, -9) and not dump:
-            msg = f"timed out after {time_limit:.0f} s: an infinite loop, or far too much work for these sizes?"
-            kind = "timeout"
-        else:
-            sig = f"signal {-code}" if code and code < 0 else f"exit code {code}"
-            msg = f"your code crashed the grading process ({sig}); os._exit, a segfault, or running out of memory?"
-            kind = "crash"
-        if frames:
-            msg += f" It was at {frames[-1].file}:{frames[-1].line} in {frames[-1].func}."
-        report.problem_error = UserProblem(kind, msg, frames)
-        report.message = msg
-        report.replay = f"attn-drill check {problem} {path} --seed {seed}"
-        return report
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
 
 TARGET = "AlibiSelfAttention"
 
@@ -49,11 +49,11 @@ HEAD_COUNTS = (1, 2, 4, 8, 16, 3, 5, 6, 12, 24, 20)
 
 
 def check_slopes(sub, ref, case) -> list:
+    """sub: what get_alibi_slopes(n) returned for each n of HEAD_COUNTS."""
     failures = []
-    for n in HEAD_COUNTS:
-        got = sub.get_alibi_slopes(n)
+    for n, got in zip(HEAD_COUNTS, sub):
         if not isinstance(got, torch.Tensor):
-            return [f"get_alibi_slopes({n}) returned {type(got).__name__}; return a tensor of shape ({n},)"]
+            return [f"get_alibi_slopes({n}) returned {type_name(got)}; return a tensor of shape ({n},)"]
         got = got.detach().to("cpu", torch.float64).reshape(-1) if got.is_floating_point() else got
         if not got.is_floating_point() or got.numel() != n:
             return [f"get_alibi_slopes({n}) returned {got.dtype} of shape {tuple(got.shape)}; "
@@ -93,7 +93,8 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, scale=1.0):
 
 def cases(ctx: Ctx) -> list[Case]:
     out = [
-        Case(name="slopes", target="get_alibi_slopes", check=check_slopes, grad=False,
+        Case(name="slopes", target="get_alibi_slopes", probe="calls",
+             probe_args={"calls": [{"args": [n]} for n in HEAD_COUNTS]}, check=check_slopes, grad=False,
              note="paper's slopes, 1-24 heads"),
         _case(ctx, "h6_fp64", 2, 7, 6, 3, torch.float64),
         _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.api import Case, Ctx, Failure, type_name
 
 TARGET = "estimate_attention_cost"
 
@@ -55,23 +55,25 @@ def _measure(B, H, Lq, Lk, D, dtype):
     return flops.get_total_flops(), sum(sizes.storages.values())
 
 
+def _call(sizes: dict) -> tuple[list, dict]:
+    args = [sizes["B"], sizes["H"], sizes["L"], sizes["D"]]
+    kwargs = {k: sizes[k] for k in ("bytes_per_elem", "Lk") if k in sizes}
+    return args, kwargs
+
+
 def _check(sub, ref, case: Case):
-    k = case.kwargs
+    k = case.probe_args["sizes"]
     B, H, L, D = k["B"], k["H"], k["L"], k["D"]
     Lk = k.get("Lk") or L
     nbytes = torch.empty((), dtype=case.dtype).element_size()
     want_flops, want_mem = _measure(B, H, L, Lk, D, case.dtype)
-    args = [B, H, L, D]
-    kwargs = {}
-    if "bytes_per_elem" in k:
-        kwargs["bytes_per_elem"] = k["bytes_per_elem"]
-    if "Lk" in k:
-        kwargs["Lk"] = k["Lk"]
-    got = sub.estimate_attention_cost(*args, **kwargs)
+    args, kwargs = _call(k)
+    got = sub[0]
     call = f"estimate_attention_cost({', '.join(map(str, args))}" + "".join(
         f", {n}={v}" for n, v in kwargs.items()) + ")"
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return [f"{call} returned {got!r}; it must return a pair (flops, memory_bytes)"]
+        shown = repr(got) if not isinstance(got, dict) else type_name(got)
+        return [f"{call} returned {shown}; it must return a pair (flops, memory_bytes)"]
     flops, mem = got
     fails = []
     what = f"B={B}, H={H}, Lq={L}, Lk={Lk}, D={D}"
@@ -101,7 +103,10 @@ def _check(sub, ref, case: Case):
 
 
 def _case(name, dtype, note="", **sizes):
-    return Case(name=name, target=TARGET, kwargs=sizes, dtype=dtype, grad=False, check=_check, note=note)
+    args, kwargs = _call(sizes)
+    return Case(name=name, target=TARGET, probe="calls", probe_args={"calls": [{"args": args, "kwargs": kwargs}],
+                                                                    "sizes": sizes},
+                dtype=dtype, grad=False, check=_check, note=note)
 
 
 def cases(ctx: Ctx) -> list[Case]:

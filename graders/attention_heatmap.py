@@ -1,23 +1,14 @@
-"""Cases for `attention_heatmap`: every case is a check on the returned matplotlib Figure: the
-plotted data, the title, the axis labels, the token tick labels, the saved PNG and the grid of
-heads. Nothing is displayed; the Agg backend is forced."""
+"""Cases for `attention_heatmap`: every case is a check on the matplotlib Figure the submission
+returns (probes/attention_heatmap.py describes it as data): the plotted data, the title, the axis
+labels, the token tick labels, the saved PNG, the grid of heads and its unused cells."""
 from __future__ import annotations
 
-import os
-import shutil
 import re
-import sys
-import tempfile
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg", force=True)
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from attn_drill.api import Case, Ctx, Failure  # noqa: E402
+from attn_drill.api import Case, Ctx, Failure
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 WORDS = ["<s>", "the", "cat", "sat", "on", "a", "warm", "mat", "and", "slept", "all", "day", "."]
@@ -27,33 +18,17 @@ def _weights(ctx: Ctx, *shape: int) -> torch.Tensor:
     return torch.softmax(ctx.randn(*shape, scale=2.0), dim=-1)   # rows sum to 1, like real weights
 
 
-def _close(fig) -> None:
-    plt = sys.modules.get("matplotlib.pyplot")             # only when the submission used pyplot
-    if plt is not None and isinstance(fig, Figure):
-        plt.close(fig)
+def _image_axes(fig: dict) -> list[dict]:
+    return [ax for ax in fig["axes"] if ax["images"]]
 
 
-def _image_axes(fig):
-    return [ax for ax in fig.axes if ax.images]
-
-
-def _data(ax) -> np.ndarray:
-    return np.asarray(ax.images[0].get_array(), dtype=np.float64)
+def _data(ax: dict) -> np.ndarray:
+    img = ax["images"][0]
+    return img.numpy() if isinstance(img, torch.Tensor) else np.zeros((0,))
 
 
 def _has(text: str, word: str, value) -> bool:
     return re.search(rf"\b{word}\b\W*{value}(?!\d)", text, flags=re.IGNORECASE) is not None
-
-
-def _tick_texts(ax, axis: str) -> list[str]:
-    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
-    texts = [t.get_text() for t in labels]
-    if not any(texts):                                   # some formatters fill the texts only on draw
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        FigureCanvasAgg(ax.figure).draw()
-        labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
-        texts = [t.get_text() for t in labels]
-    return texts
 
 
 def _check_heatmap(ax, expected: np.ndarray, what: str) -> list:
@@ -71,101 +46,89 @@ def _check_heatmap(ax, expected: np.ndarray, what: str) -> list:
             f"themselves (no normalisation or rounding)"]
 
 
-def _check_labels(ax, what: str) -> list:
-    x, y = ax.get_xlabel().lower(), ax.get_ylabel().lower()
+def _check_labels(ax: dict, what: str) -> list:
+    x, y = ax["xlabel"].lower(), ax["ylabel"].lower()
     if "query" in x and "key" in y:
-        return [Failure(f"{what}: the x axis is labelled '{ax.get_xlabel()}' and the y axis "
-                        f"'{ax.get_ylabel()}'; keys run along x (columns) and queries along y (rows)",
+        return [Failure(f"{what}: the x axis is labelled '{ax['xlabel']}' and the y axis "
+                        f"'{ax['ylabel']}'; keys run along x (columns) and queries along y (rows)",
                         mistake="axis_labels_swapped")]
     out = []
     if "key" not in x:
-        out.append(f"{what}: the x-axis label '{ax.get_xlabel()}' should name the keys (e.g. 'Key position')")
+        out.append(f"{what}: the x-axis label '{ax['xlabel']}' should name the keys (e.g. 'Key position')")
     if "query" not in y:
-        out.append(f"{what}: the y-axis label '{ax.get_ylabel()}' should name the queries (e.g. 'Query position')")
+        out.append(f"{what}: the y-axis label '{ax['ylabel']}' should name the queries (e.g. 'Query position')")
     return out
 
 
-def _single(features: tuple[str, ...]):
-    """A check of plot_attention_weights; `features` adds 'tokens', 'save', 'colorbar'."""
-    def check(sub, ref, case):
-        w = case.inputs["attn_weights"].to(case.dtype)
-        if "grad" in features:
-            w = w.clone().requires_grad_(True)
-        layer, head = case.kwargs["layer_idx"], case.kwargs["head_idx"]
-        tokens = case.kwargs.get("tokens")
-        tmp = tempfile.mkdtemp(prefix="attn_drill_fig_")
-        path = os.path.join(tmp, "heatmap.png") if "save" in features else None
-        fig = None
-        try:
-            fig = sub.plot_attention_weights(w, layer, head, tokens=tokens, save_path=path)
-            if not isinstance(fig, Figure):
-                return [f"plot_attention_weights returned {type(fig).__name__}; return the matplotlib Figure"]
-            axes = _image_axes(fig)
-            if len(axes) != 1:
-                return [f"the figure has {len(axes)} axes with an image; expected exactly one heatmap"]
-            ax = axes[0]
-            sample = w[0] if w.dim() == 3 else w
-            failures = _check_heatmap(ax, sample.detach().double().numpy(), "heatmap")
-            title = ax.get_title() + " " + (fig._suptitle.get_text() if fig._suptitle else "")
-            if not _has(title, "layer", layer):
-                failures.append(f"the title '{title.strip()}' should name the layer, e.g. 'Layer {layer}'")
-            if not _has(title, "head", head):
-                failures.append(Failure(f"the title '{title.strip()}' should name the head, e.g. 'Head {head}'",
-                                        mistake="title_missing_head"))
-            failures += _check_labels(ax, "heatmap")
-            if "colorbar" in features and len(fig.axes) < 2:
-                failures.append("add a colorbar (fig.colorbar(image, ax=ax)) so the colours can be read")
-            if tokens is not None:
-                Lq, Lk = sample.shape
-                got_x, got_y = _tick_texts(ax, "x"), _tick_texts(ax, "y")
-                want_x, want_y = list(tokens[:Lk]), list(tokens[Lk - Lq:Lk])
-                if got_x != want_x or got_y != want_y:
-                    failures.append(Failure(
-                        f"with tokens={want_x}, the tick labels are x={got_x[:14]}, y={got_y[:14]}; put one "
-                        f"tick per position (set_xticks(range(Lk))) labelled with the tokens",
-                        mistake="no_tick_labels"))
-            if path is not None:
-                if not os.path.isfile(path):
-                    failures.append(Failure("save_path was given but no file was written there",
-                                            mistake="not_saving"))
-                else:
-                    with open(path, "rb") as fh:
-                        head8 = fh.read(8)
-                    if head8 != PNG_SIGNATURE:
-                        failures.append(f"the file written to save_path is not a PNG (starts with {head8!r})")
-            return failures
-        finally:
-            _close(fig)
-            shutil.rmtree(tmp, ignore_errors=True)
-    return check
+def _figure(obs) -> dict | None:
+    return obs if isinstance(obs, dict) and obs.get("type") == "Figure" else None
 
 
-def _grid(sub, ref, case):
-    """A check of plot_attention_heads: one heatmap per head, in order, titled with its head."""
+def _single(sub, ref, case) -> list:
+    """A check of plot_attention_weights (probe `single`)."""
+    w = case.inputs["attn_weights"].to(case.dtype)
+    layer, head = case.kwargs["layer_idx"], case.kwargs["head_idx"]
+    tokens = case.kwargs.get("tokens")
+    fig = _figure(sub)
+    if fig is None:
+        return [f"plot_attention_weights returned {sub.get('type') if isinstance(sub, dict) else '?'}; "
+                f"return the matplotlib Figure"]
+    axes = _image_axes(fig)
+    if len(axes) != 1:
+        return [f"the figure has {len(axes)} axes with an image; expected exactly one heatmap"]
+    ax = axes[0]
+    sample = w[0] if w.dim() == 3 else w
+    failures = _check_heatmap(ax, sample.detach().double().numpy(), "heatmap")
+    title = ax["title"] + " " + fig["suptitle"]
+    if not _has(title, "layer", layer):
+        failures.append(f"the title '{title.strip()}' should name the layer, e.g. 'Layer {layer}'")
+    if not _has(title, "head", head):
+        failures.append(Failure(f"the title '{title.strip()}' should name the head, e.g. 'Head {head}'",
+                                mistake="title_missing_head"))
+    failures += _check_labels(ax, "heatmap")
+    if case.probe_args.get("colorbar") and len(fig["axes"]) < 2:
+        failures.append("add a colorbar (fig.colorbar(image, ax=ax)) so the colours can be read")
+    if tokens is not None:
+        Lq, Lk = sample.shape
+        got_x, got_y = ax["xticks"], ax["yticks"]
+        want_x, want_y = list(tokens[:Lk]), list(tokens[Lk - Lq:Lk])
+        if got_x != want_x or got_y != want_y:
+            failures.append(Failure(
+                f"with tokens={want_x}, the tick labels are x={got_x[:14]}, y={got_y[:14]}; put one "
+                f"tick per position (set_xticks(range(Lk))) labelled with the tokens",
+                mistake="no_tick_labels"))
+    if case.probe_args.get("save"):
+        if not sub.get("saved"):
+            failures.append(Failure("save_path was given but no file was written there", mistake="not_saving"))
+        elif sub.get("saved_head") != PNG_SIGNATURE:
+            failures.append(f"the file written to save_path is not a PNG (starts with {sub.get('saved_head')!r})")
+    return failures
+
+
+def _grid(sub, ref, case) -> list:
+    """A check of plot_attention_heads (probe `grid`): one heatmap per head, in order, titled with its head."""
     w = case.inputs["attn_weights"].to(case.dtype)
     layer = case.kwargs["layer_idx"]
     H = w.shape[0]
-    fig = sub.plot_attention_heads(w, layer, tokens=case.kwargs.get("tokens"))
-    try:
-        if not isinstance(fig, Figure):
-            return [f"plot_attention_heads returned {type(fig).__name__}; return the matplotlib Figure"]
-        axes = _image_axes(fig)
-        if len(axes) != H:
-            return [f"the grid has {len(axes)} axes with an image for {H} heads; draw one heatmap per head "
-                    f"(and turn the unused cells off)"]
-        failures = []
-        for h, ax in enumerate(axes):
-            failures += _check_heatmap(ax, w[h].double().numpy(), f"subplot {h}")
-            if not _has(ax.get_title(), "head", h):
-                failures.append(Failure(f"subplot {h} is titled '{ax.get_title()}'; name its head, 'Head {h}'",
-                                        mistake="title_missing_head"))
-            failures += _check_labels(ax, f"subplot {h}")
-        titles = " ".join([fig._suptitle.get_text() if fig._suptitle else ""] + [a.get_title() for a in fig.axes])
-        if not _has(titles, "layer", layer):
-            failures.append(f"the figure should name the layer, e.g. fig.suptitle('Layer {layer}')")
-        return failures[:4]
-    finally:
-        _close(fig)
+    fig = _figure(sub)
+    if fig is None:
+        return [f"plot_attention_heads returned {sub.get('type') if isinstance(sub, dict) else '?'}; "
+                f"return the matplotlib Figure"]
+    axes = _image_axes(fig)
+    if len(axes) != H:
+        return [f"the grid has {len(axes)} axes with an image for {H} heads; draw one heatmap per head "
+                f"(and turn the unused cells off)"]
+    failures = []
+    for h, ax in enumerate(axes):
+        failures += _check_heatmap(ax, w[h].double().numpy(), f"subplot {h}")
+        if not _has(ax["title"], "head", h):
+            failures.append(Failure(f"subplot {h} is titled '{ax['title']}'; name its head, 'Head {h}'",
+                                    mistake="title_missing_head"))
+        failures += _check_labels(ax, f"subplot {h}")
+    titles = " ".join([fig["suptitle"]] + [a["title"] for a in fig["axes"]])
+    if not _has(titles, "layer", layer):
+        failures.append(f"the figure should name the layer, e.g. fig.suptitle('Layer {layer}')")
+    return failures[:4]
 
 
 def _case(name, w, layer, head=None, tokens=None, features=(), dtype=torch.float32, note=""):
@@ -177,7 +140,8 @@ def _case(name, w, layer, head=None, tokens=None, features=(), dtype=torch.float
     grid = head is None
     return Case(name=name, target="plot_attention_heads" if grid else "plot_attention_weights",
                 inputs={"attn_weights": w}, kwargs=kwargs, dtype=dtype, grad=False,
-                check=_grid if grid else _single(features), note=note)
+                probe="grid" if grid else "single", probe_args={f: True for f in features},
+                check=_grid if grid else _single, note=note)
 
 
 def cases(ctx: Ctx) -> list[Case]:

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda
+from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, type_name
 
 TARGET = "chunked_attention"
 
@@ -38,16 +38,19 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, chunk, dtype, scale=None, kind=""
                 note=f"chunk {chunk}" + (f", {notes[kind]}" if kind else ""))
 
 
+def _chunk_sizes(Lk: int) -> tuple[int, ...]:
+    return (1, 2, 5, Lk - 1, Lk + 3)
+
+
 def _chunk_free(sub, ref, case: Case):
     """The same inputs under several chunk sizes give the same answer as the reference."""
-    Q, K, V = (case.inputs[n].to(case.dtype) for n in ("Q", "K", "V"))
+    Q, K, _ = case.probe_args["calls"][0]["args"]
     Lq, Lk = Q.shape[2], K.shape[2]
-    want = ref.chunked_attention(Q, K, V, chunk_size=max(Lq, Lk))
+    want = ref[-1]
     fails = []
-    for chunk in (1, 2, 5, Lk - 1, Lk + 3):
-        got = sub.chunked_attention(Q, K, V, chunk_size=chunk)
+    for chunk, got in zip(_chunk_sizes(Lk), sub):
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type_name(got)
             fails.append(f"chunk_size={chunk}: returned {shape}, expected shape {tuple(want.shape)}")
             continue
         err = float((got - want).abs().max()) if got.isfinite().all() else math.inf
@@ -70,9 +73,10 @@ def cases(ctx: Ctx) -> list[Case]:
     ]
     # the GPU tier: a longer sequence in float16 on CUDA, chunks of 32
     out.append(on_cuda(_case(ctx, "long", 2, 4, 157, 203, 64, 64, 32, torch.float32), name="long_cuda_fp16"))
-    out.append(Case(name="chunk_size_free_fp64", target=TARGET,
-                    inputs={"Q": ctx.randn(2, 2, 6, 4), "K": ctx.randn(2, 2, 11, 4),
-                            "V": ctx.randn(2, 2, 11, 3)},
+    qkv = [ctx.randn(2, 2, 6, 4), ctx.randn(2, 2, 11, 4), ctx.randn(2, 2, 11, 3)]
+    out.append(Case(name="chunk_size_free_fp64", target=TARGET, probe="calls",
+                    probe_args={"calls": [{"args": qkv, "kwargs": {"chunk_size": c}} for c in _chunk_sizes(11)]
+                                + [{"args": qkv, "kwargs": {"chunk_size": 11}}]},
                     dtype=torch.float64, grad=False, check=_chunk_free, note="chunk sizes 1, 2, 5, Lk-1, Lk+3"))
     if ctx.full:
         for i in range(6):

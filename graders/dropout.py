@@ -10,51 +10,20 @@ from attn_drill.api import Case, Ctx, Failure
 TARGET = "AttentionWithDropout"
 
 
-def _build(module_file, E, H, p_attn, p_out, state=None):
-    m = getattr(module_file, TARGET)(hidden_dim=E, num_heads=H, attn_dropout=p_attn, output_dropout=p_out)
-    m = m.double()
-    if state is not None:
-        _load(m, state)
-    return m
-
-
-def _load(m, state):
-    """Copy qkv_proj/out_proj weights; separate q_proj/k_proj/v_proj are accepted too."""
-    own = dict(m.named_parameters())
-    with torch.no_grad():
-        if "qkv_proj.weight" in own:
-            own["qkv_proj.weight"].copy_(state["qkv_proj.weight"])
-        elif all(f"{n}_proj.weight" in own for n in "qkv"):
-            for n, w in zip("qkv", state["qkv_proj.weight"].chunk(3, dim=0)):
-                own[f"{n}_proj.weight"].copy_(w)
-        else:
-            raise AttributeError("the module needs qkv_proj (or q_proj, k_proj, v_proj) as stated")
-        if "out_proj.weight" not in own:
-            raise AttributeError("the module needs out_proj = nn.Linear(hidden_dim, hidden_dim, bias=False)")
-        own["out_proj.weight"].copy_(state["out_proj.weight"])
-
-
-def _state(E, gen, w_qk_scale=1.0, w_v=None, w_o=None):
-    w = torch.randn(3 * E, E, generator=gen, dtype=torch.float64) / math.sqrt(E)
-    w[: 2 * E] *= w_qk_scale
-    if w_v is not None:
-        w[2 * E:] = w_v
-    if w_o is None:
-        w_o = torch.randn(E, E, generator=gen, dtype=torch.float64) / math.sqrt(E)
-    return {"qkv_proj.weight": w, "out_proj.weight": w_o}
+def _tensors(obs: dict, *names) -> list:
+    """The named tensors of a probe's observation; ValueError when one is missing or not a tensor."""
+    got = [obs.get(n) if hasattr(obs, "get") else None for n in names]
+    if not all(isinstance(t, torch.Tensor) for t in got):
+        raise ValueError("your module's output is missing or not a tensor")
+    return got
 
 
 def check_eval(sub, ref, case) -> list:
     """Eval mode with large p: no dropout at all, the same answer twice, equal to plain attention."""
-    gen = torch.Generator().manual_seed(case.seed)
-    E, H, B, L = 12, 3, 2, 7
-    state = _state(E, gen)
-    x = torch.randn(B, L, E, generator=gen, dtype=torch.float64)
-    want = _build(ref, E, H, 0.0, 0.0, state).eval()(x)
-    m = _build(sub, E, H, 0.5, 0.5, state).eval()
-    torch.manual_seed(case.seed)
-    a = m(x)
-    b = m(x)
+    a, b = _tensors(sub, "a", "b")
+    want, = _tensors(ref, "a")
+    if a.shape != want.shape or b.shape != want.shape:
+        return [f"in eval mode the output has shape {list(a.shape)}, expected {list(want.shape)}"]
     if not torch.equal(a, b) or not torch.allclose(a, want, rtol=1e-9, atol=1e-12):
         if not torch.equal(a, b):
             return [Failure("in eval mode (model.eval()) two calls gave different outputs: dropout is still "
@@ -69,28 +38,17 @@ def _share_bound(p: float, n: int) -> float:
     return 6.0 * math.sqrt(p * (1 - p) / n) + 1.0 / n
 
 
-def check_attention_weights(sub, ref, case, p: float) -> list:
-    """Reads the dropped attention weights straight off the output: one-hot inputs, V = [one-hot | 1],
-    out_proj = identity, output_dropout = 0. Then merged[b, i, h*D + j] = drop(w)[b, h, i, j] and
-    merged[b, i, h*D + D-1] = sum_j drop(w)[b, h, i, j]."""
-    gen = torch.Generator().manual_seed(case.seed)
-    B, L, H, D = 240, 12, 3, 14
+def check_attention_weights(sub, ref, case) -> list:
+    """sub: the probe `train_weights` (see there how the dropped weights are read off the output);
+    the weights w themselves come from the reference's side."""
+    p = case.probe_args["p"]
+    out, = _tensors(sub, "out")
+    w, = _tensors(ref, "w")
+    B, L, H, D = ref["sizes"]
     E = H * D
-    w_v = torch.zeros(E, E, dtype=torch.float64)
-    for h in range(H):
-        w_v[h * D + torch.arange(L), torch.arange(L)] = 1.0        # v_j = e_j in every head
-        w_v[h * D + D - 1, :L] = 1.0                               # and a constant 1 in the head's last dim
-    state = _state(E, gen, w_qk_scale=2.0, w_v=w_v, w_o=torch.eye(E, dtype=torch.float64))
-    x = torch.eye(E, dtype=torch.float64)[:L].expand(B, L, E).clone()   # x_j = e_j
-    wq, wk = state["qkv_proj.weight"][:E], state["qkv_proj.weight"][E:2 * E]
-    q = (x[0] @ wq.T).view(L, H, D).transpose(0, 1)                # (H, L, D)
-    k = (x[0] @ wk.T).view(L, H, D).transpose(0, 1)                # (H, L, D)
-    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1)   # (H, L, L), all > 0
-
-    m = _build(sub, E, H, p, 0.0, state).train()
-    torch.manual_seed(case.seed)
-    with torch.no_grad():
-        out = m(x)                                                 # (B, L, E)
+    if tuple(out.shape) != (B, L, E):
+        return [f"in training the output has shape {list(out.shape)}, expected {[B, L, E]}"]
+    out = out.double()
     merged = out.view(B, L, H, D).transpose(1, 2)                  # (B, H, L, D)
     got = merged[..., :L]                                          # (B, H, L, L): dropped weights
     total = merged[..., D - 1]                                     # (B, H, L): their row sums
@@ -123,21 +81,17 @@ def check_attention_weights(sub, ref, case, p: float) -> list:
     return []
 
 
-def check_output_dropout(sub, ref, case, p: float) -> list:
+def check_output_dropout(sub, ref, case) -> list:
     """attn_dropout = 0, output_dropout = p, orthogonal out_proj W: the merged heads are out @ W.
-    They must be zero with probability p and merged_eval / (1-p) otherwise."""
-    gen = torch.Generator().manual_seed(case.seed)
-    B, L, H, D = 100, 20, 5, 10
-    E = H * D
-    w_o = torch.linalg.qr(torch.randn(E, E, generator=gen, dtype=torch.float64))[0]
-    state = _state(E, gen, w_o=w_o)
-    x = torch.randn(B, L, E, generator=gen, dtype=torch.float64)
-    with torch.no_grad():
-        plain = _build(ref, E, H, 0.0, 0.0, state).eval()(x)        # (B, L, E)
-        merged_eval = plain @ w_o                                    # (B, L, E): before out_proj
-        m = _build(sub, E, H, 0.0, p, state).train()
-        torch.manual_seed(case.seed)
-        out = m(x)
+    They must be zero with probability p and merged_eval / (1-p) otherwise. The eval output and W
+    come from the reference's side."""
+    p = case.probe_args["p"]
+    out, = _tensors(sub, "out")
+    plain, w_o = _tensors(ref, "plain", "w_o")
+    if out.shape != plain.shape:
+        return [f"in training the output has shape {list(out.shape)}, expected {list(plain.shape)}"]
+    out = out.double()
+    merged_eval = plain @ w_o                                        # (B, L, E): before out_proj
     merged = out @ w_o                                               # undo out_proj
     scale = float(merged_eval.abs().max())
     clear = merged_eval.abs() > 1e-6 * scale                         # skip elements too close to 0 to judge
@@ -165,12 +119,14 @@ def check_output_dropout(sub, ref, case, p: float) -> list:
     return []
 
 
-def _attn_check(p: float):
-    return lambda sub, ref, case: check_attention_weights(sub, ref, case, p)
+def _attn_case(name, p: float, note: str) -> Case:
+    return Case(name=name, target=TARGET, probe="train_weights", probe_args={"p": p},
+                check=check_attention_weights, grad=False, train=True, deterministic=False, note=note)
 
 
-def _output_check(p: float):
-    return lambda sub, ref, case: check_output_dropout(sub, ref, case, p)
+def _output_case(name, p: float, note: str) -> Case:
+    return Case(name=name, target=TARGET, probe="train_output", probe_args={"p": p},
+                check=check_output_dropout, grad=False, train=True, deterministic=False, note=note)
 
 
 def _case(ctx: Ctx, name, B, L, H, D, dtype, p=(0.2, 0.3), train=False, pad=False, mask=None, scale=1.0):
@@ -189,7 +145,7 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, p=(0.2, 0.3), train=False, pad=Fals
 
 def cases(ctx: Ctx) -> list[Case]:
     out = [
-        Case(name="eval_is_deterministic", target=TARGET, check=check_eval, grad=False,
+        Case(name="eval_is_deterministic", target=TARGET, probe="eval_twice", check=check_eval, grad=False,
              note="eval, p=0.5"),
         _case(ctx, "eval_fp64", 2, 7, 3, 5, torch.float64),
         _case(ctx, "eval_b1_l1_fp64", 1, 1, 2, 3, torch.float64, p=(0.5, 0.5)),
@@ -200,12 +156,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "eval_bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
         _case(ctx, "train_p0_fp64", 2, 8, 3, 4, torch.float64, p=(0.0, 0.0), train=True, pad=True,
               mask="causal"),
-        Case(name="train_attn_weights", target=TARGET, check=_attn_check(0.3), grad=False,
-             train=True, deterministic=False,
-             note="attn p=0.3, 1e5 weights"),
-        Case(name="train_output", target=TARGET, check=_output_check(0.25), grad=False,
-             train=True, deterministic=False,
-             note="output p=0.25, 1e5"),
+        _attn_case("train_attn_weights", 0.3, "attn p=0.3, 1e5 weights"),
+        _output_case("train_output", 0.25, "output p=0.25, 1e5"),
     ]
     if ctx.full:
         for i in range(5):
@@ -215,10 +167,6 @@ def cases(ctx: Ctx) -> list[Case]:
                              mask=ctx.choice([None, "causal", "random3d"])))
         out.append(_case(ctx, "train_p0_bf16", 2, 10, 2, 6, torch.bfloat16, p=(0.0, 0.0), train=True, pad=True))
         for i, p in enumerate((0.1, 0.5)):
-            out.append(Case(name=f"train_attn_weights_p{i}", target=TARGET, check=_attn_check(p),
-                            grad=False, train=True, deterministic=False,
-                            note=f"attn p={p}"))
-            out.append(Case(name=f"train_output_p{i}", target=TARGET, check=_output_check(p),
-                            grad=False, train=True, deterministic=False,
-                            note=f"output p={p}"))
+            out.append(_attn_case(f"train_attn_weights_p{i}", p, f"attn p={p}"))
+            out.append(_output_case(f"train_output_p{i}", p, f"output p={p}"))
     return out

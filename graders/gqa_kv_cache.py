@@ -26,8 +26,8 @@ def _case(ctx, name, B, L, Hq, Hkv, D, dtype, schedule, extra=0, scale=1.0):
     return Case(name=name, target=TARGET,
                 init=dict(hidden_dim=E, num_query_heads=Hq, num_kv_heads=Hkv, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, dtype=dtype, grad=False,
-                run=_kv.decode_run(schedule, L + extra), output_names=("incremental", "full_forward"),
-                note=note)
+                probe="decode", probe_args={"schedule": schedule, "max_len": L + extra},
+                output_names=("incremental", "full_forward"), note=note)
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -39,15 +39,12 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 6, 6, 2, 3, torch.float32, (2, 1, 3), scale=60.0),
         _case(ctx, "mha_equal_heads_fp32", 2, 5, 3, 3, 3, torch.float32, (2, 2, 1), extra=1),
         _case(ctx, "bf16", 2, 9, 6, 3, 4, torch.bfloat16, (5, 2, 1, 1), extra=1),
-        Case(name="cache_contents", target=TARGET,
-             init=dict(hidden_dim=18, num_query_heads=6, num_kv_heads=2, dropout=0.0),
-             inputs={"x": ctx.randn(2, 7, 18)}, kwargs={"schedule": (3, 2, 1, 1), "max_len": 10},
-             check=_kv.cache_check(TARGET, "num_kv_heads", "num_query_heads", "cache_stores_query_heads"),
-             note="k_cache/v_cache: (B, num_kv_heads, max_len, head_dim), vs one full pass"),
-        Case(name="max_len_overflow", target=TARGET,
-             init=dict(hidden_dim=12, num_query_heads=4, num_kv_heads=2, dropout=0.0),
-             inputs={"x": ctx.randn(2, 8, 12)}, kwargs={"max_len": 6},
-             check=_kv.overflow_check(TARGET, "no_max_len_check"), note="write past max_len"),
+        _kv.cache_case(TARGET, dict(hidden_dim=18, num_query_heads=6, num_kv_heads=2, dropout=0.0),
+                       ctx.randn(2, 7, 18), (3, 2, 1, 1), 10, ["num_kv_heads", "num_query_heads"],
+                       _kv.cache_check("num_kv_heads", "num_query_heads", "cache_stores_query_heads"),
+                       "k_cache/v_cache: (B, num_kv_heads, max_len, head_dim), vs one full pass"),
+        _kv.overflow_case(TARGET, dict(hidden_dim=12, num_query_heads=4, num_kv_heads=2, dropout=0.0),
+                          ctx.randn(2, 8, 12), 6, _kv.overflow_check("no_max_len_check")),
     ]
     if ctx.full:
         for i in range(6):

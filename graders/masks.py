@@ -2,14 +2,9 @@
 stated rule for query rows that keep no key, checked on its own."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask
+from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name
 
 NEG = -1e4  # apply_masks' -inf entries are compared after clamping to this value
-
-
-def _clamped(fn, attn_scores, **kwargs):
-    """Run apply_masks and clamp -inf to a finite value, so outputs and gradients compare cleanly."""
-    return fn(attn_scores, **kwargs).clamp(min=NEG)
 
 
 def _keep3d(ctx: Ctx, B: int, Lq: int, Lk: int) -> torch.Tensor:
@@ -46,7 +41,8 @@ def _masks(ctx: Ctx, B, Lq, Lk, pad, mask):
 def _scores_case(ctx: Ctx, name, B, H, Lq, Lk, dtype, pad=False, mask=None) -> Case:
     kwargs, notes = _masks(ctx, B, Lq, Lk, pad, mask)
     return Case(name=name, target="apply_masks", inputs={"attn_scores": ctx.randn(B, H, Lq, Lk)},
-                kwargs=kwargs, dtype=dtype, run=_clamped, note="+".join(notes) + " (scores)")
+                kwargs=kwargs, dtype=dtype, probe="clamped", probe_args={"floor": NEG},
+                note="+".join(notes) + " (scores)")
 
 
 def _attn_case(ctx: Ctx, name, B, H, Lq, Lk, D, dtype, pad=False, mask=None, scale=1.0) -> Case:
@@ -58,40 +54,31 @@ def _attn_case(ctx: Ctx, name, B, H, Lq, Lk, D, dtype, pad=False, mask=None, sca
 
 
 def _check_empty_rows(sub, ref, case: Case) -> list:
-    """The rule: a query row with no kept key outputs exactly 0, and all gradients are finite."""
-    B, H, Lq, Lk, D = 3, 2, 5, 6, 4
-    gen = torch.Generator().manual_seed(case.seed)
-    pad = padding_mask(torch.tensor([6, 3, 0]), Lk)       # batch 2: every key is padding
-    keep = torch.rand(B, Lq, Lk, generator=gen) > 0.4
-    keep[..., 0] = True
-    keep[0, 2] = False                                    # batch 0, query 2: the mask keeps no key
-    keep[1, 4, :3] = False                                # batch 1, query 4: keeps only padded keys
-    empty = (keep & ~pad[:, None, :]).logical_not().all(dim=-1)    # (B, Lq) rows without a key
+    """The rule: a query row with no kept key outputs exactly 0, and all gradients are finite.
+    sub, ref: the probe `empty_rows` (float64 and float32 runs); the float64 reference is the truth."""
     fails = []
-    for dtype, tol in ((torch.float64, 1e-9), (torch.float32, 1e-4)):
-        q, k, v = (torch.randn(B, H, n, D, generator=gen, dtype=torch.float64)
-                   for n in (Lq, Lk, Lk))
-        g = torch.randn(B, H, Lq, D, generator=gen, dtype=torch.float64)
-        expect = ref.masked_attention(q, k, v, key_padding_mask=pad, attn_mask=keep)
-        leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
-        ref_leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        expect_grads = torch.autograd.grad(ref.masked_attention(*ref_leaves, key_padding_mask=pad,
-                                                                attn_mask=keep), ref_leaves, g)
-        try:
-            out = sub.masked_attention(*leaves, key_padding_mask=pad, attn_mask=keep)
-            grads = torch.autograd.grad(out, leaves, g.to(dtype), allow_unused=True)
-        except Exception as exc:
-            return [f"masked_attention with fully masked rows raised {type(exc).__name__}: {exc}"]
-        if tuple(out.shape) != (B, H, Lq, D):
-            return [f"masked_attention returned shape {tuple(out.shape)}, expected {(B, H, Lq, D)}"]
-        got = out.detach().double().permute(0, 2, 1, 3)                # (B, Lq, H, D)
-        want = expect.permute(0, 2, 1, 3)
-        err = (got[~empty] - want[~empty]).abs().max().item()
-        if not err <= tol * (1 + want.abs().max().item()):
+    want = ref["float64"]
+    if "error" in want:
+        raise AssertionError(f"grader: the reference fails on fully masked rows: {want['error']}")
+    empty = ref["empty"]
+    where = [tuple(i) for i in empty.nonzero().tolist()]
+    for dtype, tol in (("float64", 1e-9), ("float32", 1e-4)):
+        got = sub.get(dtype) if isinstance(sub, dict) else None
+        if not isinstance(got, dict):
+            return [f"masked_attention with fully masked rows returned nothing that can be checked"]
+        if "error" in got:
+            return [f"masked_attention with fully masked rows raised {got['error']}"]
+        out = got.get("out")
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(want["out"].shape):
+            shape = list(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
+            return [f"masked_attention returned {shape}, expected shape {list(want['out'].shape)}"]
+        o = out.detach().double().permute(0, 2, 1, 3)                  # (B, Lq, H, D)
+        w = want["out"].permute(0, 2, 1, 3)
+        err = (o[~empty] - w[~empty]).abs().max().item()
+        if not err <= tol * (1 + w.abs().max().item()):
             return [f"{dtype}: on query rows that keep at least one key the output differs from the "
                     f"reference by {err:.3g} (fully masked rows case)"]
-        rows = got[empty]                                              # (n_empty, H, D)
-        where = [tuple(i) for i in empty.nonzero().tolist()]
+        rows = o[empty]                                                # (n_empty, H, D)
         if not torch.isfinite(rows).all():
             return [Failure(f"{dtype}: query rows without a kept key (batch, query) = {where} output NaN; "
                             "the rule is exactly 0 there", mistake="nan_on_fully_masked_rows")]
@@ -99,8 +86,10 @@ def _check_empty_rows(sub, ref, case: Case) -> list:
             return [Failure(f"{dtype}: query rows without a kept key {where} output nonzero values "
                             f"(max |out| = {rows.abs().max():.3g}), e.g. the mean of V; the rule is "
                             "exactly 0 there", mistake="finite_fill_value")]
-        for name, grad, want_grad in zip("qkv", grads, expect_grads):
-            if grad is None:
+        for name, want_grad in zip("qkv", want["grads"]):
+            grads = got.get("grads") or [None, None, None]
+            grad = grads["qkv".index(name)] if len(grads) == 3 else None
+            if not isinstance(grad, torch.Tensor) or grad.shape != want_grad.shape:
                 grad = torch.zeros_like(want_grad)
             if not torch.isfinite(grad).all():
                 return [Failure(f"{dtype}: d{name} has NaN/inf entries; with a query row without a "
@@ -125,7 +114,7 @@ def cases(ctx: Ctx) -> list[Case]:
         _attn_case(ctx, "attn_b1_lq1_fp64", 1, 2, 1, 6, 4, torch.float64, mask="2d"),
         _attn_case(ctx, "attn_large_logits_fp32", 2, 2, 5, 6, 7, torch.float32, pad=True, scale=30.0),
         _attn_case(ctx, "attn_bf16", 3, 2, 8, 10, 6, torch.bfloat16, pad=True, mask="3d"),
-        Case(name="fully_masked_rows", target="masked_attention", check=_check_empty_rows,
+        Case(name="fully_masked_rows", target="masked_attention", probe="empty_rows", check=_check_empty_rows,
              note="rows without a key -> 0"),
     ]
     if ctx.full:

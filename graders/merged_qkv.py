@@ -1,8 +1,6 @@
 """Cases for `merged_qkv`: fuse_qkv checked directly, the module's outputs and gradients, and a
 count of the matrix products its forward runs on the activations."""
 import torch
-import torch.nn as nn
-from torch.overrides import TorchFunctionMode
 
 from attn_drill.api import Case, Ctx, Failure
 
@@ -17,57 +15,47 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:
     return a.shape == b.shape and bool(((a.double() - b.double()).abs() <= tol * (1 + b.double().abs())).all())
 
 
-def _check_fuse(sub, ref, case: Case, configs) -> list:
-    gen = torch.Generator().manual_seed(case.seed)
-    for E_in, E_out, bias, dtype in configs:
+def _check_fuse(sub, ref, case: Case) -> list:
+    """sub, ref: the probe `fuse`, one entry per config of case.probe_args["configs"]; the separate
+    projections' outputs are taken from the reference's side."""
+    for (E_in, E_out, bias, dtype), got, mine in zip(case.probe_args["configs"], sub, ref):
         tol = 1e-10 if dtype == torch.float64 else 1e-5
-        projs = []
-        for _ in range(3):
-            lin = nn.Linear(E_in, E_out, bias=bias, dtype=dtype)
-            with torch.no_grad():
-                lin.weight.copy_(torch.randn(E_out, E_in, generator=gen, dtype=torch.float64))
-                if bias:
-                    lin.bias.copy_(torch.randn(E_out, generator=gen, dtype=torch.float64))
-            projs.append(lin)
-        q_proj, k_proj, v_proj = projs
-        x = torch.randn(2, 5, E_in, generator=gen, dtype=torch.float64).to(dtype)
         what = f"fuse_qkv(Linear({E_in}, {E_out}, bias={bias}) x 3, {dtype})"
-        try:
-            fused = sub.fuse_qkv(q_proj, k_proj, v_proj)
-        except Exception as exc:
-            return [f"{what} raised {type(exc).__name__}: {exc}"]
-        if not isinstance(fused, nn.Linear):
-            return [f"{what} returned {type(fused).__name__}, expected an nn.Linear"]
-        shape = tuple(fused.weight.shape)
+        if "error" in got:
+            return [f"{what} raised {got['error']}"]
+        if not got["is_linear"]:
+            return [f"{what} returned {got['type']}, expected an nn.Linear"]
+        shape = tuple(got["weight_shape"])
         if shape == (E_out, 3 * E_in) and shape != (3 * E_out, E_in):
             return [Failure(f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}; "
                             "the three (E_out, E_in) weights were concatenated along dim=1",
                             mistake="concat_wrong_dim")]
         if shape != (3 * E_out, E_in):
             return [f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}"]
-        if bias and fused.bias is None:
+        fused_bias = got["bias"]
+        if bias and fused_bias is None:
             return [Failure(f"{what}: the projections have biases but the fused layer has none",
                             mistake="bias_dropped")]
-        if not bias and fused.bias is not None and bool(fused.bias.detach().ne(0).any()):
+        if not bias and fused_bias is not None and bool(fused_bias.ne(0).any()):
             return [f"{what}: the projections have no bias but the fused layer adds a nonzero one"]
-        if fused.weight.dtype != dtype:
-            return [f"{what}: the fused weight is {fused.weight.dtype}; keep the inputs' dtype {dtype}"]
-        if not isinstance(fused.weight, nn.Parameter):
+        if got["weight_dtype"] != dtype:
+            return [f"{what}: the fused weight is {got['weight_dtype']}; keep the inputs' dtype {dtype}"]
+        if not got["is_parameter"]:
             return [f"{what}: fused.weight is a plain tensor; it must be an nn.Parameter"]
-        with torch.no_grad():
-            want = [p(x) for p in projs]
-            try:
-                got = fused(x).split(E_out, dim=-1)
-            except Exception as exc:
-                return [f"{what}: calling the fused layer raised {type(exc).__name__}: {exc}"]
-        if all(_close(g, w, tol) for g, w in zip(got, want)):
+        if got["call_error"] or not isinstance(got["out"], torch.Tensor) or got["out"].shape[-1] != 3 * E_out:
+            return [f"{what}: calling the fused layer raised {got['call_error']}" if got["call_error"] else
+                    f"{what}: the fused layer's output has the wrong shape"]
+        out = got["out"].split(E_out, dim=-1)
+        want = mine["want"]
+        if all(_close(g, w, tol) for g, w in zip(out, want)):
             continue
-        if _close(got[0], want[1], tol) and _close(got[1], want[0], tol):
+        if _close(out[0], want[1], tol) and _close(out[1], want[0], tol):
             return [Failure(f"{what}: the first third of the output equals k_proj(x) and the second "
                             "q_proj(x); the order must be [Q; K; V]", mistake="wrong_order")]
-        wrong = [n for n, g, w in zip("QKV", got, want) if not _close(g, w, tol)]
-        if bias and all(_close(g - fused.bias.detach().split(E_out)[i], w - projs[i].bias.detach(), tol)
-                        for i, (g, w) in enumerate(zip(got, want))):
+        wrong = [n for n, g, w in zip("QKV", out, want) if not _close(g, w, tol)]
+        if bias and fused_bias is not None and all(
+                _close(g - fused_bias.split(E_out)[i], w - mine["biases"][i], tol)
+                for i, (g, w) in enumerate(zip(out, want))):
             return [Failure(f"{what}: the weights are right but the fused bias is not [b_q; b_k; b_v]",
                             mistake="bias_dropped")]
         return [f"{what}: fused(x).split({E_out}, dim=-1) does not give {', '.join(wrong)} "
@@ -75,34 +63,11 @@ def _check_fuse(sub, ref, case: Case, configs) -> list:
     return []
 
 
-class _Calls(TorchFunctionMode):
-    """Records each torch function called, with the shapes of its tensor arguments."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        flat = []
-        for a in list(args) + list((kwargs or {}).values()):
-            flat.extend(a if isinstance(a, (list, tuple)) else [a])
-        name = getattr(func, "__name__", str(func))
-        self.calls.append((name, [tuple(a.shape) for a in flat if isinstance(a, torch.Tensor)]))
-        return func(*args, **(kwargs or {}))
-
-
 def _check_one_matmul(sub, ref, case: Case) -> list:
-    B, L, H, D = 2, 7, 3, 5
+    """sub: the probe `gemm_calls`: (name, argument shapes) of each torch function the forward called."""
+    B, L, H, D = case.probe_args["sizes"]
     E = H * D
-    gen = torch.Generator().manual_seed(case.seed)
-    try:
-        module = sub.MergedQKVAttention(hidden_dim=E, num_heads=H, dropout=0.0, bias=True).double().eval()
-        x = torch.randn(B, L, E, generator=gen, dtype=torch.float64)
-        with _Calls() as mode:
-            module(x)
-    except Exception as exc:
-        return [f"MergedQKVAttention({E}, {H}, bias=True) forward raised {type(exc).__name__}: {exc}"]
-    on_activations = [name for name, shapes in mode.calls if name in GEMMS
+    on_activations = [name for name, shapes in sub if name in GEMMS
                       and any(s and s[-1] == E and _numel(s) == B * L * E for s in shapes)]
     n = len(on_activations)
     if n == 2:
@@ -139,9 +104,8 @@ def cases(ctx: Ctx) -> list[Case]:
     fuse_configs = ((10, 10, True, torch.float64), (7, 7, False, torch.float32),
                     (9, 6, True, torch.float32))
     out = [
-        Case(name="fuse_qkv", target="fuse_qkv",
-             check=lambda sub, ref, case: _check_fuse(sub, ref, case, fuse_configs),
-             note="fused == separate"),
+        Case(name="fuse_qkv", target="fuse_qkv", probe="fuse", probe_args={"configs": fuse_configs},
+             check=_check_fuse, note="fused == separate"),
         _case(ctx, "basic_bias_fp64", 2, 7, 3, 5, torch.float64, bias=True),
         _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
         _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, bias=True, pad=True),
@@ -149,8 +113,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "mask3d_pad_fp32", 3, 5, 3, 6, torch.float32, bias=True, pad=True, mask="random3d"),
         _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
         _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, bias=True, pad=True),
-        Case(name="one_projection_matmul", target=TARGET, check=_check_one_matmul,
-             note="count of matrix products"),
+        Case(name="one_projection_matmul", target=TARGET, probe="gemm_calls", probe_args={"sizes": (2, 7, 3, 5)},
+             check=_check_one_matmul, note="count of matrix products"),
     ]
     if ctx.full:
         for i in range(6):

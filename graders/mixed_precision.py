@@ -3,10 +3,7 @@ on the ops the submission runs, a large-logit float16 case that overflows withou
 and float16/bfloat16 CUDA cases when a GPU is present."""
 from __future__ import annotations
 
-import warnings
-
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from attn_drill.api import Case, Ctx, Failure, OpInputDtype
 
@@ -14,64 +11,37 @@ TARGET = "MixedPrecisionAttention"
 CORE_FP32 = (OpInputDtype("softmax", torch.float32), OpInputDtype("bmm", torch.float32))
 
 
-class _MatmulDtypes(TorchDispatchMode):
-    """Records the input dtypes of the 2-D matmuls (the projections) a module runs."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False  # never compiled; the default check imports torch._dynamo (about a second)
-
-    def __init__(self):
-        super().__init__()
-        self.mm: list[torch.dtype] = []
-
-    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-        name = str(func)
-        if name.startswith(("aten.mm.", "aten.addmm.")):
-            self.mm.append(next(a.dtype for a in args if isinstance(a, torch.Tensor) and a.dim() == 2))
-        return func(*args, **(kwargs or {}))
-
-
 def autocast_check(sub, ref, case):
     """float32 master weights and inputs: the module must turn autocast on for x's device itself,
-    with torch.autocast, and hand back x's dtype, within the low-precision error of the reference."""
+    with torch.autocast, and hand back x's dtype, within the low-precision error of the reference.
+    sub, ref: the probe `autocast_forward`; case.truth_obs: the reference's forward in float64."""
     amp = case.init["amp_dtype"]
-    x = case.inputs["x"].to(torch.float32)
-    ref_m = getattr(ref, TARGET)(**case.init).eval()
-    sub_m = getattr(sub, TARGET)(**case.init).eval()
-    try:
-        sub_m.load_state_dict(ref_m.state_dict(), strict=True)
-    except RuntimeError as exc:
-        return [f"could not load the reference's parameters (qkv_proj.weight, out_proj.weight): {exc}"]
-    truth_m = getattr(ref, TARGET)(**case.init).eval().double()
-    truth_m.load_state_dict(ref_m.state_dict())
-    with torch.no_grad():
-        truth = truth_m(x.double())
-        ref_out = ref_m(x)
-        with warnings.catch_warnings(record=True) as caught, _MatmulDtypes() as rec:
-            warnings.simplefilter("always")
-            out = sub_m(x)
+    x = case.inputs["x"]
     amp_name = str(amp).replace("torch.", "")
-    deprecated = [w for w in caught if issubclass(w.category, FutureWarning) and ".amp." in str(w.message)]
+    warned = [w for w in sub["warnings"] if isinstance(w, list) and len(w) == 2]
+    deprecated = [m for cat, m in warned if cat == "FutureWarning" and ".amp." in m]
     if deprecated:
-        return [Failure(f"your module used a deprecated autocast API ({str(deprecated[0].message)[:120]}); "
+        return [Failure(f"your module used a deprecated autocast API ({deprecated[0][:120]}); "
                         f"use torch.autocast(device_type=x.device.type, dtype=...)", mistake="deprecated_cuda_amp")]
     failures: list = []
-    if not rec.mm or any(d != amp for d in rec.mm):
-        seen = sorted({str(d).replace("torch.", "") for d in rec.mm}) or ["none"]
-        told = [str(w.message)[:120] for w in caught if "autocast" in str(w.message).lower()]
+    mm = [str(d) for d in sub["mm"]]
+    if not mm or any(d != amp_name for d in mm):
+        seen = sorted(set(mm)) or ["none"]
+        told = [m[:120] for _, m in warned if "autocast" in m.lower()]
         failures.append(Failure(
-            f"with float32 weights and input on {x.device.type}, the projections ran in {', '.join(seen)}, "
+            f"with float32 weights and input on cpu, the projections ran in {', '.join(seen)}, "
             f"not {amp_name}: autocast was not active for this device"
             + (f" (torch warned: {told[0]})" if told else "")
             + "; open torch.autocast(device_type=x.device.type, dtype=self.amp_dtype)",
             mistake="autocast_hardcoded_cuda"))
+    out = sub["out"]
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         return failures + [f"the output should be a tensor of shape {tuple(x.shape)}"]
-    if out.dtype != x.dtype:
-        failures.append(Failure(f"the output is {out.dtype} for a {x.dtype} input; cast it back with "
+    if out.dtype != torch.float32:
+        failures.append(Failure(f"the output is {out.dtype} for a torch.float32 input; cast it back with "
                                 f".to(x.dtype) after the autocast region", mistake="output_dtype_not_restored"))
-    ref_err = (ref_out.double() - truth).abs().max().item()
+    truth = case.truth_obs["out"].double()
+    ref_err = (ref["out"].double() - truth).abs().max().item()
     err = (out.double() - truth).abs().max().item()
     if not err <= 2 * ref_err + 1e-5:
         failures.append(f"max error to the float64 result is {err:.3g}; the reference under the same autocast "
@@ -98,7 +68,7 @@ def cases(ctx: Ctx) -> list[Case]:
     out = [
         Case(name="autocast_fp32_master", target=TARGET,
              init=dict(hidden_dim=12, num_heads=3, dropout=0.0, amp_dtype=torch.bfloat16),
-             inputs={"x": ctx.randn(2, 5, 12)}, dtype=torch.float32, check=autocast_check,
+             inputs={"x": ctx.randn(2, 5, 12)}, dtype=torch.float32, probe="autocast_forward", check=autocast_check,
              note="fp32 weights+input: projections in bf16, output fp32"),
         _case(ctx, "basic_bf16", 2, 7, 3, 8, torch.bfloat16),
         _case(ctx, "padding_bf16", 3, 9, 2, 6, torch.bfloat16, pad=True),

@@ -1,7 +1,7 @@
 """Cases for `mqa`: the MultiQueryAttention module, and kv_cache_bytes checked exactly."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.api import Case, Ctx, Failure, type_name
 
 TARGET = "MultiQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -45,16 +45,25 @@ def _configs(ctx: Ctx, n: int):
     return out
 
 
+def _args(cfg) -> tuple:
+    return (cfg["num_layers"], cfg["hidden_dim"], cfg["num_heads"], cfg["num_kv_heads"],
+            cfg["seq_len"], cfg["batch_size"], cfg["bytes_per_elem"])
+
+
+def _bytes_case(name, configs, note):
+    return Case(name=name, target="kv_cache_bytes", probe="calls",
+                probe_args={"calls": [{"args": list(_args(c))} for c in configs]},
+                check=_check_bytes(configs), note=note)
+
+
 def _check_bytes(configs):
     def check(sub, ref, case):
         fails, seen = [], []
-        for cfg in configs:
-            args = (cfg["num_layers"], cfg["hidden_dim"], cfg["num_heads"], cfg["num_kv_heads"],
-                    cfg["seq_len"], cfg["batch_size"], cfg["bytes_per_elem"])
+        for cfg, got in zip(configs, sub):
+            args = _args(cfg)
             want = _expected(*args)
-            got = sub.kv_cache_bytes(*args)
             if not isinstance(got, int) or isinstance(got, bool):
-                fails.append(f"kv_cache_bytes{args} returned {type(got).__name__} {got!r}; return an int")
+                fails.append(f"kv_cache_bytes{args} returned {type_name(got)} {got!r}; return an int")
                 continue
             if got != want:
                 seen.append([mid for mid, fn in _WRONG.items() if fn(*args) == got])
@@ -94,14 +103,11 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "mask3d_pad_fp32", 3, 5, 2, 7, torch.float32, pad=True, mask="random3d"),
         _case(ctx, "large_logits_fp32", 2, 5, 3, 9, torch.float32, scale=35.0, rtol=LARGE_LOGIT_RTOL),
         _case(ctx, "bf16", 2, 11, 4, 8, torch.bfloat16, pad=True, mask="causal"),
-        Case(name="kv_bytes_random", target="kv_cache_bytes", check=_check_bytes(_configs(ctx, 8)),
-             note="random GQA configs, 1/2/4 bytes"),
-        Case(name="kv_bytes_real_models", target="kv_cache_bytes", check=_check_bytes(real),
-             note="Llama-2-7B, Llama-3-8B, Llama-2-70B, Falcon-7B"),
+        _bytes_case("kv_bytes_random", _configs(ctx, 8), "random GQA configs, 1/2/4 bytes"),
+        _bytes_case("kv_bytes_real_models", real, "Llama-2-7B, Llama-3-8B, Llama-2-70B, Falcon-7B"),
     ]
     if ctx.full:
-        out.append(Case(name="kv_bytes_random_more", target="kv_cache_bytes",
-                        check=_check_bytes(_configs(ctx, 40)), note="more random configs"))
+        out.append(_bytes_case("kv_bytes_random_more", _configs(ctx, 40), "more random configs"))
         for i in range(6):
             B, L, H, D = ctx.int(1, 4), ctx.int(1, 23), ctx.int(1, 6), ctx.int(2, 11)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])

@@ -2,7 +2,7 @@
 property, RoPE on Q and K inside attention, padding, several head dims and thetas, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
 
 
 def rope_table(dim: int, seq_len: int, theta: float) -> torch.Tensor:
@@ -29,11 +29,11 @@ TABLES = ((8, 13, 10000.0), (6, 1, 10000.0), (16, 29, 500000.0), (10, 7, 100.0),
 
 
 def check_table(sub, ref, case) -> list:
-    for dim, seq_len, theta in TABLES:
-        got = sub.precompute_rope_freqs(dim, seq_len, theta)
+    """sub: precompute_rope_freqs(dim, seq_len, theta) for each entry of TABLES."""
+    for (dim, seq_len, theta), got in zip(TABLES, sub):
         call = f"precompute_rope_freqs({dim}, {seq_len}, theta={theta:g})"
         if not isinstance(got, torch.Tensor) or not got.is_complex():
-            kind = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
+            kind = got.dtype if isinstance(got, torch.Tensor) else type_name(got)
             return [f"{call} returned {kind}; return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})"]
         if tuple(got.shape) != (seq_len, dim // 2):
             return [f"{call} has shape {tuple(got.shape)}; expected ({seq_len}, {dim // 2}) (positions on rows)"]
@@ -52,16 +52,33 @@ def check_table(sub, ref, case) -> list:
     return []
 
 
+RELATIVE = ((12, 17, 10000.0), (6, 9, 100.0))
+
+
+def _relative_calls(ctx: Ctx) -> list:
+    """apply_rotary_pos_emb on one query and one key repeated at every position."""
+    calls = []
+    for dim, seq_len, theta in RELATIVE:
+        table = rope_table(dim, seq_len, theta)
+        for _ in "qk":
+            v = ctx.randn(dim)
+            calls.append({"args": [v.expand(1, 1, seq_len, dim).clone(), table]})
+    return calls
+
+
 def check_relative(sub, ref, case) -> list:
     """Scores between one rotated query and one rotated key depend only on their distance."""
-    gen = torch.Generator().manual_seed(case.seed)
     failures = []
-    for dim, seq_len, theta in ((12, 17, 10000.0), (6, 9, 100.0)):
-        q = torch.randn(dim, generator=gen, dtype=torch.float64)
-        k = torch.randn(dim, generator=gen, dtype=torch.float64)
-        table = rope_table(dim, seq_len, theta)
-        rq = sub.apply_rotary_pos_emb(q.expand(1, 1, seq_len, dim).clone(), table)[0, 0]  # (L, D)
-        rk = sub.apply_rotary_pos_emb(k.expand(1, 1, seq_len, dim).clone(), table)[0, 0]  # (L, D)
+    calls = case.probe_args["calls"]
+    for i, (dim, seq_len, theta) in enumerate(RELATIVE):
+        rq, rk = sub[2 * i], sub[2 * i + 1]
+        q = calls[2 * i]["args"][0][0, 0, 0]
+        want = (1, 1, seq_len, dim)
+        for got in (rq, rk):
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
+                shape = list(got.shape) if isinstance(got, torch.Tensor) else type_name(got)
+                return [f"apply_rotary_pos_emb on a (1, 1, {seq_len}, {dim}) input returned {shape}"]
+        rq, rk = rq[0, 0], rk[0, 0]                                                      # (L, D)
         s = rq.double() @ rk.double().T                                                  # (L, L): s[m, n]
         shift = (s[1:, 1:] - s[:-1, :-1]).abs().max()
         if not float(shift) <= 1e-9 * max(1.0, float(s.abs().max())):
@@ -78,8 +95,7 @@ def _apply_case(ctx: Ctx, name, shape, theta, dtype, table_len=None):
     *_, L, D = shape
     table = rope_table(D, L if table_len is None else table_len, theta)[:L]
     return Case(name=name, target="apply_rotary_pos_emb", init=None,
-                inputs={"x": ctx.randn(*shape)}, dtype=dtype,
-                run=lambda f, x: f(x, table), note=f"theta={theta:g} D={D}")
+                inputs={"x": ctx.randn(*shape), "freqs_cis": table}, dtype=dtype, note=f"theta={theta:g} D={D}")
 
 
 def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, theta=10000.0, pad=False, extra=0, scale=1.0):
@@ -94,19 +110,21 @@ def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, theta=10000.0, pad=False, extr
     if scale > 1:
         notes.append("large logits")
     return Case(name=name, target="RoPESelfAttention", init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
-                inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                run=lambda m, x, **kw: m(x, table, **kw), note=" ".join(notes))
+                inputs={"x": ctx.randn(B, L, E, scale=scale), "freqs_cis": table}, kwargs=kwargs, dtype=dtype,
+                note=" ".join(notes))
 
 
 def cases(ctx: Ctx) -> list[Case]:
     out = [
-        Case(name="freqs_table", target="precompute_rope_freqs", check=check_table, grad=False,
+        Case(name="freqs_table", target="precompute_rope_freqs", check=check_table, grad=False, probe="calls",
+             probe_args={"calls": [{"args": [d, n, t]} for d, n, t in TABLES]},
              note="freqs_cis values"),
         _apply_case(ctx, "apply_d8_fp64", (2, 3, 7, 8), 10000.0, torch.float64),
         _apply_case(ctx, "apply_d6_l1_fp64", (1, 2, 1, 6), 10000.0, torch.float64),
         _apply_case(ctx, "apply_3d_d14_fp32", (5, 11, 14), 500.0, torch.float32),
         _apply_case(ctx, "apply_d10_bf16", (2, 2, 9, 10), 10000.0, torch.bfloat16),
         Case(name="relative_positions", target="apply_rotary_pos_emb", check=check_relative, grad=False,
+             probe="calls", probe_args={"calls": _relative_calls(ctx)},
              note="s(m,n) = s(m+k,n+k)"),
         _attn_case(ctx, "attn_h3_d6_fp64", 2, 7, 3, 6, torch.float64),
         _attn_case(ctx, "attn_b1_l1_fp64", 1, 1, 2, 4, torch.float64, extra=5),

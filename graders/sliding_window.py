@@ -2,7 +2,7 @@
 |i - j| < W), and sliding-window attention with padding, W = 1, W >= L, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
 
 TARGET = "SlidingWindowAttention"
 
@@ -35,11 +35,11 @@ MASKS = ((9, 3, False), (9, 3, True), (6, 1, False), (6, 1, True), (5, 8, False)
 
 
 def check_mask(sub, ref, case) -> list:
-    for L, W, bidirectional in MASKS:
+    """sub: create_sliding_window_mask(L, W, cpu, bidirectional=...) for each entry of MASKS."""
+    for (L, W, bidirectional), got in zip(MASKS, sub):
         call = f"create_sliding_window_mask({L}, {W}, 'cpu', bidirectional={bidirectional})"
-        got = sub.create_sliding_window_mask(L, W, torch.device("cpu"), bidirectional=bidirectional)
         if not isinstance(got, torch.Tensor):
-            return [f"{call} returned {type(got).__name__}; return a bool tensor"]
+            return [f"{call} returned {type_name(got)}; return a bool tensor"]
         if tuple(got.shape) != (L, L):
             return [f"{call} has shape {tuple(got.shape)}; expected ({L}, {L})"]
         if got.dtype != torch.bool:
@@ -78,7 +78,9 @@ def _case(ctx: Ctx, name, B, L, H, D, W, dtype, bidirectional=False, pad=False, 
 
 def cases(ctx: Ctx) -> list[Case]:
     out = [
-        Case(name="mask", target="create_sliding_window_mask", check=check_mask, grad=False,
+        Case(name="mask", target="create_sliding_window_mask", check=check_mask, grad=False, probe="calls",
+             probe_args={"calls": [{"args": [L, W, torch.device("cpu")], "kwargs": {"bidirectional": b}}
+                                   for L, W, b in MASKS]},
              note="band mask"),
         _case(ctx, "causal_w3_fp64", 2, 9, 3, 5, 3, torch.float64),
         _case(ctx, "bidir_w2_fp64", 2, 8, 2, 6, 2, torch.float64, bidirectional=True),

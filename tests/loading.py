@@ -13,3 +13,19 @@ def load(pid: str, kind: str = "reference"):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def failures(pid: str, case, sub, ref=None) -> list:
+    """What a check case of graders/<pid>.py says about `sub` (a module, or any object with the target),
+    its probe run here on both sides the way the engine runs it (the submission's side unguarded)."""
+    from attn_drill.engine import Prepared
+    from attn_drill.room.side import run_side
+    ref = ref if ref is not None else load(pid)
+    probes = load(pid, "probes") if (ROOT / "probes" / f"{pid}.py").is_file() else None
+    prep = Prepared(case, ref, check=True)
+
+    def obs(mod, data):
+        side = run_side(mod, data, session=None, trace=False, repeat=False, probes=probes)
+        return side.obs
+    case.truth_obs = obs(ref, prep.truth)
+    return list(case.check(obs(sub, prep.low), obs(ref, prep.low), case))

@@ -110,7 +110,7 @@ def test_a_class_of_broken_submissions(tmp_path):
     assert replay.startswith("attn-drill check mhsa ") and "bob/mhsa.py --seed 1 --case " in replay
     assert outcome["alice"]["cases_passed"] == outcome["alice"]["cases_total"] != "0"
     assert "forgot to finish this" in outcome["carol"]["message"]
-    assert "exit code 3" in outcome["erin"]["message"]
+    assert "Segmentation fault" in outcome["erin"]["message"] and "mhsa.py:19" in outcome["erin"]["message"]
     assert "writing" in outcome["grace"]["message"] and "not allowed" in outcome["grace"]["message"]
 
     # exercism v3 per submission, pointing at the student's own file, never the scratch copy

@@ -214,7 +214,7 @@ def test_heatmap_figure_contents(tmp_path):
 # ---------------------------------------------------------------- mha_unit_test
 def test_unit_test_reference_passes_correct_and_catches_every_bug():
     ref = _load("reference", "mha_unit_test")
-    grader = _load("graders", "mha_unit_test")
+    grader = _load("probes", "mha_unit_test")
     mhsa = _load("reference", "mhsa")
     ref.check_against_official(mhsa.MultiHeadSelfAttention, torch.nn.MultiheadAttention)
     ref.check_against_official(grader.make_mhsa(None), torch.nn.MultiheadAttention)
@@ -225,7 +225,7 @@ def test_unit_test_reference_passes_correct_and_catches_every_bug():
 
 def test_grader_correct_mhsa_matches_official_module():
     """The grader's 'correct' implementation agrees with nn.MultiheadAttention (independent oracle)."""
-    grader = _load("graders", "mha_unit_test")
+    grader = _load("probes", "mha_unit_test")
     torch.manual_seed(8)
     B, L, E, H = 2, 5, 12, 3
     mine = grader.make_mhsa(None)(E, H, dropout=0.0).double().eval()

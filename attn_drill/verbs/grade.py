@@ -1,10 +1,13 @@
 """`grade`: grade a whole class. One folder per student holding `<id>.py` files.
 
-Every student is graded in a fresh sandboxed worker (attn_drill.sandbox) whose working directory is a
-scratch copy of that student's folder, re-copied before each problem; the student's files are never
-opened for writing. N threads each own one worker at a time; the next worker is started (torch loading)
-while the current student is graded. A hang, crash, os._exit or memory blow-up becomes that cell's
-grade and the batch goes on.
+Each student's files are copied into a scratch folder (re-copied before each problem; the originals
+are never opened for writing). N threads each own one judge worker; the judge grades in rooms that,
+where bubblewrap works, live in an OS sandbox around that student's scratch folder only (no
+network, read-only system, private /tmp and /proc, no other student, no bank, no outputs); the
+next student's sandbox is started (torch loading) while the current one is graded, and a student's
+sandbox is ended, every process in it gone, before the next one of that thread starts. Without
+bubblewrap the rooms are plain processes with an audit hook, and the output says so. A hang, crash,
+os._exit or memory blow-up becomes that cell's grade and the batch goes on.
 
 Outputs in --out: json/<student>/<problem>.json (exercism v3), junit.xml (a testsuite per student,
 a testcase per problem), results.csv (one row per student and problem), summary.csv (student ×
@@ -31,7 +34,7 @@ from rich.text import Text
 
 from .. import bank, render
 from ..results import ERROR, FAIL, PASS, Report
-from ..sandbox import SandboxClient
+from .. import sandbox as os_sandbox
 from .check import UsageError
 
 MAX_FILE_BYTES = 5 << 20      # files larger than this are not copied into the scratch folder
@@ -146,9 +149,9 @@ def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path,
     outcome = kind if report.status != PASS and kind in OWN_WORD else report.status
     ran = [c for c in report.cases if c.status != "skip"]
     data = render.exercism(report)
-    # the report speaks of the scratch copy; point it at the student's own file instead
+    # the report may speak of the scratch copy (or its path inside the sandbox): point at the student's file
     text = json.dumps(data, ensure_ascii=False)
-    for p in {str(scratch), os.path.realpath(scratch)}:
+    for p in {str(scratch), os.path.realpath(scratch), os_sandbox.INSIDE}:
         text = text.replace(json.dumps(p)[1:-1], json.dumps(str(original.parent))[1:-1])
     data = json.loads(text)
     data["attn_drill"]["file"] = shown
@@ -176,23 +179,27 @@ def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path,
 
 
 class Batch:
-    """Grades students on problems with N threads; each thread owns one sandboxed worker at a time."""
+    """Grades students on problems with N threads; each thread owns one judge worker."""
 
     def __init__(self, root: Path, problems: list[str], seed: int, full: bool, time_limit: float | None,
-                 memory_gb: float | None, scratch: Path, on_done=None):
+                 memory_gb: float | None, scratch: Path, on_done=None, sandboxed: bool = True,
+                 hide: list[str] | None = None):
         self.root, self.problems, self.seed, self.full = root, problems, seed, full
         self.time_limit, self.memory_gb, self.scratch = time_limit, memory_gb, scratch
         self.on_done = on_done
+        self.sandboxed = sandboxed
+        self.hide = list(hide or []) + [str(root), str(scratch)]     # other students, other scratch folders
         self.cells: dict[tuple[str, str], Cell] = {}
         self.warnings: list[str] = []
         self._lock = threading.Lock()
         self._count = 0
 
-    def _client(self) -> SandboxClient:
+    def _folder(self) -> Path:
         with self._lock:
             self._count += 1
-            folder = self.scratch / f"w{self._count}"
-        return SandboxClient(folder, self.memory_gb, warm=self.problems[0]).start()
+            folder = self.scratch / f"s{self._count}"
+        folder.mkdir(parents=True)
+        return folder
 
     def run(self, students: list[str], workers: int) -> None:
         todo: queue.Queue[str] = queue.Queue()
@@ -205,30 +212,43 @@ class Batch:
         for t in threads:
             t.join()
 
-    def _loop(self, todo: "queue.Queue[str]") -> None:
-        ready: SandboxClient | None = None
-        try:
-            while True:
-                try:
-                    student = todo.get_nowait()
-                except queue.Empty:
-                    return
-                if not any((self.root / student / f"{p}.py").is_file() for p in self.problems):
-                    self.grade_student(student, None)  # nothing handed in: no worker needed
-                    continue
-                client = ready or self._client()
-                ready = self._client() if not todo.empty() else None  # torch loads while we grade
-                try:
-                    self.grade_student(student, client)
-                finally:
-                    client.close()
-                    shutil.rmtree(client.folder, ignore_errors=True)
-        finally:
-            if ready is not None:
-                ready.close()
-                shutil.rmtree(ready.folder, ignore_errors=True)
+    def _next(self, todo) -> str | None:
+        while True:
+            try:
+                student = todo.get_nowait()
+            except queue.Empty:
+                return None
+            if any((self.root / student / f"{p}.py").is_file() for p in self.problems):
+                return student
+            self.grade_student(student, None, None)  # nothing handed in: no worker needed
 
-    def grade_student(self, student: str, client: SandboxClient | None) -> None:
+    def _loop(self, todo: "queue.Queue[str]") -> None:
+        from ..worker import WorkerClient
+        env = {"ATTN_DRILL_MEMORY_GB": str(self.memory_gb)} if self.memory_gb is not None else None
+        client = WorkerClient(env=env).start()
+        try:
+            student = self._next(todo)
+            folder = self._prepare(client) if student else None
+            while student is not None:
+                upcoming = self._next(todo)
+                ready = self._prepare(client) if upcoming else None   # its torch loads while we grade
+                try:
+                    self.grade_student(student, client, folder)
+                finally:
+                    if self.sandboxed:
+                        client.close_sandbox(folder)                  # every process of this student gone
+                    shutil.rmtree(folder, ignore_errors=True)
+                student, folder = upcoming, ready
+        finally:
+            client.close()
+
+    def _prepare(self, client) -> Path:
+        folder = self._folder()
+        if self.sandboxed:
+            client.prepare_sandbox(folder)
+        return folder
+
+    def grade_student(self, student: str, client, folder: Path | None) -> None:
         from ..worker import ToolError
         src = self.root / student
         before = _fingerprint(src)
@@ -241,13 +261,17 @@ class Batch:
                 cell.exercism = {"version": 3, "status": ERROR, "message": cell.message, "tests": [],
                                  "attn_drill": {"problem": pid, "student": student, "file": shown}}
             else:
-                copy_folder(src, client.folder)
+                copy_folder(src, folder)
                 spec = bank.get(pid)
                 limit = self.time_limit or spec.time_limit * (3 if self.full else 1)
                 try:
-                    report = client.grade(pid, str(client.folder / f"{pid}.py"), self.seed, full=self.full,
-                                          time_limit=limit)
-                    cell = _cell(student, pid, report, original, client.folder, shown)
+                    report = client.grade(pid, str(folder / f"{pid}.py"), self.seed, full=self.full,
+                                          time_limit=limit, shown=shown,
+                                          sandbox=str(folder) if self.sandboxed else None,
+                                          writable=None if self.sandboxed else [str(folder), tempfile.gettempdir()],
+                                          hide=None if self.sandboxed else
+                                          [h for h in self.hide if not str(folder).startswith(h + os.sep)])
+                    cell = _cell(student, pid, report, original, folder, shown)
                 except (ToolError, ValueError) as exc:
                     msg = f"the grader itself failed on this file (not the student's fault): {exc}"
                     cell = Cell(student, pid, "tool-error", ERROR, message=msg.splitlines()[0], file=shown,
@@ -361,9 +385,21 @@ def _table(students, problems, cells, title: str) -> Table:
 
 
 # ---------------------------------------------------------------- the verb
+def isolation() -> tuple[bool, str]:
+    """(sandboxed, what the output says about the isolation)."""
+    ok, why = os_sandbox.available()
+    if ok:
+        return True, ("OS sandbox (bubblewrap): no network, read-only system, private /tmp and /proc, "
+                      "only the student's copy writable, every process ended with its student")
+    return False, (f"no OS sandbox ({why}): each grading is a separate process with an audit hook that "
+                   f"refuses writes outside the student's copy, processes and sockets, but code that uses "
+                   f"native calls is not contained; use --require-sandbox or the container recipe in "
+                   f"docs/classroom.md for untrusted classes")
+
+
 def grade(root: Path, problems: list[str], workers: int | None, shard_text: str | None, out: Path,
           seed: int | None, full: bool, time_limit: float | None, memory_gb: float | None,
-          fail_under: float | None, as_json: bool) -> int:
+          fail_under: float | None, as_json: bool, require_sandbox: bool = False) -> int:
     shard = parse_shard(shard_text)
     if shard and shard[1] > 1 and seed is None:
         raise UsageError("with --shard, give --seed too, so every shard grades with the same cases "
@@ -382,10 +418,15 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
     students = shard_of(everyone, shard)
     seed = random.randrange(1_000_000) if seed is None else seed
     workers = workers or max(1, os.cpu_count() or 1)
+    sandboxed, isolation_note = isolation()
+    if require_sandbox and not sandboxed:
+        raise UsageError(f"--require-sandbox: {isolation_note.split(':')[0]}; refusing to grade")
     con = render.console(stderr=as_json)
     where = f", shard {shard[0]}/{shard[1]}" if shard else ""
     con.print(f"grading {len(students)} of {len(everyone)} student(s){where} on {', '.join(problems)} "
               f"with {min(workers, max(1, len(students)))} worker(s), seed {seed}" + (" --full" if full else ""))
+    con.print(Text(("isolation: " if sandboxed else "warning: ") + isolation_note,
+                   style="dim" if sandboxed else "yellow"))
 
     def done(c: Cell) -> None:
         style = OUTCOME_STYLE.get(c.outcome, "")
@@ -394,7 +435,8 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="attn-drill-grade-") as scratch:
-        batch = Batch(root, problems, seed, full, time_limit, memory_gb, Path(scratch), done)
+        batch = Batch(root, problems, seed, full, time_limit, memory_gb, Path(scratch), done, sandboxed=sandboxed,
+                      hide=[str(out.resolve())])
         batch.run(students, workers)
     seconds = time.perf_counter() - t0
     cells = batch.cells
@@ -404,7 +446,8 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
     meta = {"seed": seed, "full": full, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "seconds": round(seconds, 2), "passed": passed, "graded": len(graded),
             "pass_rate": round(rate, 2), "warnings": batch.warnings,
-            "tool_errors": sum(c.outcome == "tool-error" for c in graded)}
+            "tool_errors": sum(c.outcome == "tool-error" for c in graded),
+            "sandbox": "bubblewrap" if sandboxed else None, "isolation": isolation_note}
     summary = write_outputs(out, students, problems, cells, seed, shard, meta)
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))

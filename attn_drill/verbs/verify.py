@@ -53,7 +53,11 @@ def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path)
     if bad_ref:
         row.fail(f"reference line {bad_ref[0].line}: {bad_ref[0].message}")
     limit = spec.time_limit * (3 if full else 1)
-    ref = client.grade(pid, str(bank.reference_path(pid)), seed, full=full, time_limit=limit)
+    # the reference is graded from a copy: a room may not read the bank itself
+    ref_copy = tmp / "reference" / f"{pid}.py"
+    ref_copy.parent.mkdir(exist_ok=True)
+    ref_copy.write_text(ref_src, encoding="utf-8")
+    ref = client.grade(pid, str(ref_copy), seed, full=full, time_limit=limit)
     row.reference = ref.status
     if ref.status != PASS:
         first = ref.first_failure()

@@ -1,14 +1,14 @@
 """Copy the reference's parameters into a submission by name and shape.
 
-adapt() returns, for each of the submission's parameters, a function that builds it from a dict of
-reference tensors. Besides exact names it understands the common layout difference between a merged
+adapt() returns, for each of the submission's parameters, a plan that builds it from a dict of
+reference tensors: ["copy", name], ["slice", name, start, stop] (rows) or ["cat", [names]]. Plans are
+plain data, so the room can send them to the judge, which maps gradients with them. Besides exact names it understands the common layout difference between a merged
 QKV projection and three separate ones (in either direction); anything else is an interface error
 that lists the expected and found names and shapes. The same functions map gradients, which are
 linear in the same way.
 """
 from __future__ import annotations
 
-from typing import Callable
 
 MERGED = ("qkv_proj", "qkv", "in_proj", "c_attn", "Wqkv", "W_qkv", "to_qkv", "qkv_linear")
 TRIOS = (("q_proj", "k_proj", "v_proj"), ("query", "key", "value"), ("W_q", "W_k", "W_v"),
@@ -33,16 +33,16 @@ def _join(prefix, module, last):
     return f"{prefix}{module}_{last}" if module == "in_proj" and not prefix else f"{prefix}{module}.{last}"
 
 
-def adapt(ref: dict, sub: dict) -> tuple[dict[str, Callable], str]:
+def adapt(ref: dict, sub: dict) -> tuple[dict[str, list], str]:
     """ref: name -> tensor (or shape); sub: name -> shape. Returns (mapping, note)."""
     ref_shapes = {n: tuple(getattr(v, "shape", v)) for n, v in ref.items()}
     sub_shapes = {n: tuple(s) for n, s in sub.items()}
-    mapping: dict[str, Callable] = {}
+    mapping: dict[str, list] = {}
     notes = []
     left_ref = dict(ref_shapes)
     for n, s in sub_shapes.items():
         if left_ref.get(n) == s:
-            mapping[n] = (lambda name: lambda src: src[name])(n)
+            mapping[n] = ["copy", n]
             del left_ref[n]
     left_sub = {n: s for n, s in sub_shapes.items() if n not in mapping}
     # merged in the reference, separate in the submission
@@ -57,7 +57,7 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, Callable], str]:
                 if sum(rows) == left_ref[rn][0] and all(left_sub[x][1:] == left_ref[rn][1:] for x in names):
                     start = 0
                     for x, r in zip(names, rows):
-                        mapping[x] = (lambda name, a, b: lambda src: src[name][a:b])(rn, start, start + r)
+                        mapping[x] = ["slice", rn, start, start + r]
                         start += r
                         del left_sub[x]
                     del left_ref[rn]
@@ -73,8 +73,7 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, Callable], str]:
             if all(x in left_ref for x in names):
                 rows = sum(left_ref[x][0] for x in names)
                 if rows == left_sub[sn][0] and all(left_ref[x][1:] == left_sub[sn][1:] for x in names):
-                    import torch  # only when adapting, i.e. in the worker
-                    mapping[sn] = (lambda ns: lambda src: torch.cat([src[x] for x in ns], dim=0))(names)
+                    mapping[sn] = ["cat", list(names)]
                     for x in names:
                         del left_ref[x]
                     del left_sub[sn]
@@ -94,7 +93,7 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, Callable], str]:
                 if all(x in left_ref for x in rnames) and all(x in left_sub for x in snames) and \
                         all(left_ref[a] == left_sub[b] for a, b in zip(rnames, snames)):
                     for a, b in zip(rnames, snames):
-                        mapping[b] = (lambda name: lambda src: src[name])(a)
+                        mapping[b] = ["copy", a]
                         del left_ref[a]
                         del left_sub[b]
                     notes.append(f"your {'/'.join(t_sub)} were matched to the reference's {'/'.join(t_ref)}")
@@ -109,3 +108,23 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, Callable], str]:
         lines.append("Keep the names, shapes and bias settings the statement gives (nn.Linear weight is (out, in)).")
         raise InterfaceError("\n".join(lines))
     return mapping, "; ".join(notes)
+
+
+def apply(plan, src: dict):
+    """Build one tensor from reference tensors `src` (name -> tensor) by a plan from adapt().
+    Raises KeyError when a name is missing, ValueError for a malformed plan (from an untrusted room)."""
+    if not isinstance(plan, (list, tuple)) or not plan:
+        raise ValueError("malformed parameter plan")
+    kind = plan[0]
+    if kind == "copy" and len(plan) == 2 and isinstance(plan[1], str):
+        return src[plan[1]]
+    if kind == "slice" and len(plan) == 4 and isinstance(plan[1], str) and all(isinstance(v, int) for v in plan[2:]):
+        t = src[plan[1]]
+        if not 0 <= plan[2] < plan[3] <= t.shape[0]:
+            raise ValueError("parameter plan slices out of range")
+        return t[plan[2]:plan[3]]
+    if kind == "cat" and len(plan) == 2 and isinstance(plan[1], (list, tuple)) and \
+            all(isinstance(n, str) for n in plan[1]):
+        import torch
+        return torch.cat([src[n] for n in plan[1]], dim=0)
+    raise ValueError("malformed parameter plan")

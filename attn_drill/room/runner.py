@@ -1,0 +1,217 @@
+"""A room's main loop: one grading of one file, then exit.
+
+Requests (wire messages on the room's channel):
+  {"op": "load", "path", "forbidden", "probes", "hidden", "writable", "budget", "folders"}
+        install the audit hook, load the probe code and the user's file
+  {"op": "case", "data": CaseData, "trace", "repeat"}   run one side of one case
+  {"op": "bench_build", "data", "threads"}, {"op": "bench_run", "inputs", "kwargs", "profile"}
+                                                         `bench`: build once, then time one call per request
+  {"op": "end"}                                          exit
+Every reply carries what the code printed and warned since the last one. The time the room spends
+working counts against the budget; when it runs out, faulthandler writes the stack to the
+traceback pipe and ends the process, so the judge can point at the user's line.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import time
+
+from . import guards, wire
+from .side import CaseData, run_side
+from .usercode import Session, UserProblemError, load_module, load_source
+
+
+class Room:
+    def __init__(self, chan, tb):
+        self.chan, self.tb = chan, tb
+        self.session: Session | None = None
+        self.module = None
+        self.probes = None
+        self.budget = 30.0
+        self.used = 0.0
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = wire.recv(self.chan)
+            except (OSError, wire.WireError):
+                break
+            if not isinstance(msg, dict) or msg.get("op") in (None, "end"):
+                break
+            start = time.perf_counter()
+            left = max(0.05, self.budget - self.used)
+            faulthandler.dump_traceback_later(left, exit=True, file=self.tb)
+            try:
+                reply = self.handle(msg)
+            except BaseException as exc:  # noqa: BLE001 - whatever state the user left behind
+                reply = {"problem": self._problem(exc)}
+            faulthandler.cancel_dump_traceback_later()
+            self.used += time.perf_counter() - start
+            reply["used"] = self.used
+            if self.session is not None:
+                reply["output"] = self.session.stdout.getvalue()
+                reply["warnings"] = list(self.session.warnings)
+            try:
+                wire.send(self.chan, reply)
+            except (OSError, wire.WireError) as exc:
+                try:
+                    wire.send(self.chan, {"problem": {"kind": "runner", "frames": [],
+                                                      "message": f"what your code returned cannot be sent back "
+                                                                 f"to the grader: {exc}"}})
+                except (OSError, wire.WireError):
+                    break
+
+    def _problem(self, exc: BaseException) -> dict:
+        p = self.session.problem(exc) if self.session else None
+        message = p.message if p else f"{type(exc).__name__}: {exc}"
+        return {"kind": "runner", "frames": [[f.file, f.line, f.func, f.code] for f in (p.frames if p else [])],
+                "message": f"grading stopped inside the runner ({message}); did your code change torch's global "
+                           f"state (the default device or dtype)?"}
+
+    def handle(self, msg: dict) -> dict:
+        op = msg.get("op")
+        if op == "load":
+            return self.load(msg)
+        if op == "bench_build":
+            return self.bench_build(msg)
+        if op == "bench_run":
+            return self.bench_run(msg)
+        if op == "case":
+            data = CaseData.from_wire(msg["data"])
+            side = run_side(self.module, data, session=self.session, trace=bool(msg.get("trace")),
+                            repeat=bool(msg.get("repeat")), probes=self.probes)
+            return {"side": side.to_wire()}
+        return {"problem": {"kind": "runner", "message": f"unknown request {op!r}", "frames": []}}
+
+    # ------------------------------------------------------------ bench: the submission's side only
+    def bench_build(self, msg: dict) -> dict:
+        import torch
+
+        from .side import Side, build
+        torch.set_num_threads(max(1, int(msg.get("threads") or 1)))
+        data = CaseData.from_wire(msg["data"])
+        self.bench_data, self.bench_side = data, Side()
+        target = getattr(self.module, data.target, None)
+        if target is None:
+            return {"problem": {"kind": "missing", "frames": [],
+                                "message": f"your file defines no `{data.target}`; keep the names from the stub"}}
+        try:
+            self.bench_impl = build(self.module, data, self.session, self.bench_side) if data.init is not None \
+                else target
+            if data.init is not None:
+                self.bench_impl.eval()
+        except UserProblemError as exc:
+            return {"problem": _wire_problem(exc.problem)}
+        except BaseException as exc:  # noqa: BLE001
+            return {"problem": _wire_problem(self.session.problem(exc))}
+        return {"ok": True}
+
+    def bench_run(self, msg: dict) -> dict:
+        """One call on fresh inputs: its time (CUDA events on a GPU), or with profile: the largest
+        intermediate tensor and the FLOPs of what it ran."""
+        import torch
+
+        from .kit import Probe, describe
+        from .side import flatten
+        from .tracer import Largest
+        data = self.bench_data
+        args, kwargs = msg["inputs"], msg["kwargs"]
+        probe_fn = (getattr(self.probes, data.probe, None) if self.probes is not None else None) if data.probe else None
+        if data.probe and probe_fn is None:
+            from . import kit
+            probe_fn = kit.BUILTIN.get(data.probe)
+
+        def call():
+            if probe_fn is not None:
+                return probe_fn(Probe(self.module, data, self.bench_impl, args, kwargs, self.session, self.bench_side))
+            return self.bench_impl(*args.values(), **kwargs)
+        try:
+            with self.session.user(), torch.no_grad():
+                if msg.get("profile"):
+                    with Largest() as mode:
+                        call()
+                    return {"largest": mode.best, "flops": float(mode.flops)}
+                out, seconds = timed(call, data.device)
+        except BaseException as exc:  # noqa: BLE001
+            return {"problem": _wire_problem(self.session.problem(exc))}
+        return {"seconds": seconds, "outs": [[n, describe(v)] for n, v in flatten(out, data.output_names)]}
+
+    def load(self, msg: dict) -> dict:
+        self.budget = float(msg.get("budget", 30.0))
+        guards.install_audit_hook(list(msg.get("hidden") or []), msg.get("writable"))
+        folders = list(msg.get("folders") or [])
+        for f in folders:
+            if f not in sys.path:
+                sys.path.append(f)                  # the user's helper modules, after everything installed
+        if msg.get("probes"):
+            self.probes = load_source(msg["probes"], "probes", filename=f"<probes/{msg.get('problem')}.py>")
+        self.session = Session(msg["path"], tuple(msg.get("forbidden") or ()), folders)
+        try:
+            self.module = load_module(msg["path"], self.session, "submission")
+        except UserProblemError as exc:
+            return {"problem": _wire_problem(exc.problem)}
+        except (OSError, UnicodeDecodeError) as exc:
+            return {"problem": {"kind": "syntax", "message": f"your file cannot be read: {exc}", "frames": []}}
+        return {"ok": True}
+
+
+def timed(fn, device: str):
+    """fn() and its duration in seconds: CUDA events after a synchronize on a GPU, a perf counter on CPU."""
+    import torch
+    if device == "cuda":
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = fn()
+        end.record()
+        torch.cuda.synchronize()
+        return out, start.elapsed_time(end) / 1e3
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _wire_problem(p) -> dict:
+    return {"kind": p.kind, "message": p.message, "frames": [[f.file, f.line, f.func, f.code] for f in p.frames]}
+
+
+def main(chan, tb_fd: int, memory_gb: float) -> None:
+    """Entry point of a freshly forked room. Never returns."""
+    code = 0
+    try:
+        os.setsid()                                  # its own process group: killed as one
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)                     # C-level prints go nowhere near any protocol
+        tb = os.fdopen(tb_fd, "w", buffering=1)
+        faulthandler.enable(file=tb, all_threads=True)
+        _trace_exits(tb)
+        import torch
+
+        from ..worker import limit_memory
+        limit_memory(torch, memory_gb)
+        Room(chan, tb).serve()
+    except BaseException:  # noqa: BLE001
+        code = 3
+    os._exit(code)
+
+
+def _trace_exits(tb) -> None:
+    """os._exit and os.abort from user code leave the stack in the traceback pipe first."""
+    real_exit, real_abort = os._exit, os.abort
+
+    def _exit(status=0):
+        faulthandler.dump_traceback(file=tb, all_threads=False)
+        tb.write(f"\nos._exit({status})\n")
+        tb.flush()
+        real_exit(status)
+
+    def abort():
+        faulthandler.dump_traceback(file=tb, all_threads=False)
+        tb.write("\nos.abort()\n")
+        tb.flush()
+        real_abort()
+
+    os._exit, os.abort = _exit, abort

@@ -1,0 +1,304 @@
+"""One side of a case: build the implementation with the case's parameters, run it on the case's
+inputs (traced, for submissions), and take its gradients under the given upstream gradients.
+
+The same code runs the submission in a room and the reference (and mutants) in the judge; what it
+needs arrives as CaseData, what it finds leaves as a Side, both plain data.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field, fields
+
+import torch
+
+from ..results import UserProblem
+from .guards import STATE, dispatch_blocks_hold
+from .params import InterfaceError, adapt, apply
+from .tracer import OpRecord, OpTracer
+from .usercode import Session, UserProblemError
+
+_DTYPE_FIELDS = ("dtype", "autocast")
+
+
+@dataclass
+class CaseData:
+    """What one side needs to run one case."""
+    name: str
+    target: str
+    dtype: torch.dtype
+    init: dict | None = None            # constructor kwargs; None: target is a function
+    device: str = "cpu"
+    autocast: torch.dtype | None = None
+    grad: bool = True
+    train: bool = False
+    deterministic: bool = True
+    probe: str | None = None            # a probe function (probes/<id>.py or kit.BUILTIN) instead of a plain call
+    probe_args: dict = field(default_factory=dict)
+    check: bool = False                 # a check case: the probe's result is an observation, not an output
+    output_names: tuple | None = None
+    seed: int = 0
+    inputs: dict = field(default_factory=dict)    # positional, in order; floats already in this side's dtype
+    kwargs: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)    # the reference's parameters (its layout), this side's dtype
+    upstream: dict = field(default_factory=dict)  # output name -> upstream gradient
+
+    def to_wire(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_wire(cls, d: dict) -> "CaseData":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Side:
+    outs: list = field(default_factory=list)          # [(name, value)]
+    grads: dict = field(default_factory=dict)         # name -> tensor | None
+    problem: UserProblem | None = None
+    ops: list = field(default_factory=list)
+    seconds: float = 0.0
+    mutated: list = field(default_factory=list)
+    nondeterministic: str | None = None
+    adapted: str = ""
+    mapping: dict = field(default_factory=dict)       # submission parameter -> plan over reference names
+    weights: torch.Tensor | None = None               # the first softmax output, when traced
+    obs: object = None                                # what a check probe observed
+
+    def to_wire(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        from .kit import describe
+        d["outs"] = [[n, describe(v)] for n, v in self.outs]
+        d["obs"] = describe(self.obs)
+        d["ops"] = [o.to_wire() for o in self.ops]
+        d["problem"] = None if self.problem is None else {
+            "kind": self.problem.kind, "message": self.problem.message,
+            "frames": [[f.file, f.line, f.func, f.code] for f in self.problem.frames]}
+        return d
+
+
+def flatten(out, names=None, prefix="out"):
+    if isinstance(out, torch.Tensor) or out is None or isinstance(out, (bool, int, float, str)):
+        return [(prefix, out)]
+    if isinstance(out, (tuple, list)):
+        res = []
+        for i, v in enumerate(out):
+            n = names[i] if names and i < len(names) else f"{prefix}[{i}]"
+            res += flatten(v, None, n)
+        return res
+    if isinstance(out, dict):
+        res = []
+        for k, v in out.items():
+            res += flatten(v, None, f"{prefix}[{k!r}]")
+        return res
+    return [(prefix, out)]
+
+
+def _fresh(values: dict, device: str, grad: bool) -> dict:
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, torch.Tensor):
+            v = v.detach().to(device).clone()
+            if grad and v.is_floating_point():
+                v.requires_grad_(True)
+        out[k] = v
+    return out
+
+
+def build(mod, data: CaseData, session: Session | None, side: Side, target=None, init=None):
+    """The target built with the case's init, the reference's parameters copied in by name and shape."""
+    user = session.user if session else contextlib.nullcontext
+    target = target or getattr(mod, data.target)
+    with user():
+        torch.manual_seed(data.seed)
+        impl = target(**(data.init if init is None else init))
+    if not isinstance(impl, torch.nn.Module):
+        raise UserProblemError(UserProblem(
+            "interface", f"`{data.target}(...)` built a {type(impl).__name__}, not a torch.nn.Module"))
+    with user():
+        impl.to(device=data.device, dtype=data.dtype)
+    sub_params = dict(impl.named_parameters())
+    if data.params or sub_params:
+        try:
+            mapping, side.adapted = adapt(data.params, {n: tuple(p.shape) for n, p in sub_params.items()})
+        except InterfaceError as exc:
+            raise UserProblemError(UserProblem("interface", str(exc))) from None
+        src = {k: v.to(data.device) for k, v in data.params.items()}
+        with user(), torch.no_grad():
+            for name, plan in mapping.items():
+                sub_params[name].copy_(apply(plan, src))
+        side.mapping = mapping
+    impl.train(data.train)
+    return impl
+
+
+def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repeat: bool,
+             probes=None) -> Side:
+    """Run one case on one side. With a session (a submission), anything the code does becomes
+    side.problem; without one (the reference, a mutant), exceptions propagate."""
+    from .kit import Probe
+    side = Side()
+    user = session.user if session else contextlib.nullcontext
+    tracer = OpTracer(capture="_softmax") if trace else None   # keeps the first attention weights too
+    try:
+        target = getattr(mod, data.target, None)
+        if target is None:
+            names = sorted(n for n in vars(mod) if not n.startswith("_") and callable(vars(mod)[n]))
+            raise UserProblemError(UserProblem(
+                "missing", f"your file defines no `{data.target}`; it defines: {', '.join(names) or 'nothing'}. "
+                           f"Keep the names from the stub."))
+        probe_fn = None
+        if data.probe:
+            probe_fn = getattr(probes, data.probe, None) if probes is not None else None
+            if probe_fn is None:
+                from . import kit
+                probe_fn = kit.BUILTIN.get(data.probe)
+            if probe_fn is None:
+                raise LookupError(f"no probe called {data.probe!r}")
+        impl = target
+        if data.init is not None and not data.check:
+            impl = build(mod, data, session, side, target)
+        args = _fresh(data.inputs, data.device, data.grad and not data.check)
+        kwargs = _fresh(data.kwargs, data.device, False)
+        snapshot = {k: v.detach().clone() for k, v in {**args, **kwargs}.items() if isinstance(v, torch.Tensor)}
+        amp = (torch.autocast(device_type=data.device, dtype=data.autocast)
+               if data.autocast is not None else contextlib.nullcontext())
+
+        def call():
+            if probe_fn is not None:
+                return probe_fn(Probe(mod, data, impl, args, kwargs, session, side))
+            return impl(*args.values(), **kwargs)
+
+        t0 = time.perf_counter()
+        with user(), amp, (tracer if tracer else contextlib.nullcontext()):
+            torch.manual_seed(data.seed)
+            out = call()
+            if session is not None:
+                _integrity(tracer)
+        if data.check:
+            side.obs = out
+            side.seconds = time.perf_counter() - t0
+            return _finish(side, tracer)
+        side.outs = flatten(out, data.output_names)
+        for k, before in snapshot.items():
+            now = {**args, **kwargs}[k]
+            if now.shape != before.shape or not torch.equal(now.detach(), before):
+                side.mutated.append(k)
+        if data.grad:
+            _gradients(side, data, impl, args, tracer, user)
+        side.seconds = time.perf_counter() - t0
+        if repeat and data.deterministic and not data.train:
+            with user(), torch.no_grad(), amp:
+                torch.manual_seed(data.seed + 1)
+                again = flatten(call(), data.output_names)
+            for (n, a), (_, b) in zip(side.outs, again):
+                if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+                    if not torch.equal(a.detach(), b.detach()) and not (
+                            torch.isnan(a).any() and torch.isnan(b).any()):
+                        side.nondeterministic = (f"two runs in eval mode gave different `{n}` "
+                                                 f"(max difference {float((a.detach() - b.detach()).abs().max()):.3g})")
+                        break
+    except UserProblemError as exc:
+        side.problem = exc.problem
+    except BaseException as exc:  # noqa: BLE001 - the user's code may raise anything, SystemExit included
+        if session is None:
+            raise
+        side.problem = session.problem(exc)
+    return _finish(side, tracer)
+
+
+def _gradients(side: Side, data: CaseData, impl, args: dict, tracer, user) -> None:
+    float_outs = [(n, v) for n, v in side.outs if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    wrt_names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.requires_grad]
+    wrt = [args[k] for k in wrt_names]
+    pnames = []
+    if data.init is not None and isinstance(impl, torch.nn.Module):
+        plist = dict(impl.named_parameters())
+        pnames = [n for n in plist if plist[n].requires_grad]
+        wrt += [plist[n] for n in pnames]
+    diff_outs = [(n, v) for n, v in float_outs if v.requires_grad]
+    if float_outs and not diff_outs:
+        side.grads = {**{k: None for k in wrt_names}, **{f"param {n}": None for n in pnames}}
+        return
+    if not (diff_outs and wrt):
+        return
+    upstream = []
+    up = data.upstream
+    for n, v in diff_outs:
+        g = up.for_output(n, v) if hasattr(up, "for_output") else up.get(n)   # the judge's truth makes them
+        if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(v.shape):
+            return  # a wrong shape: judged on the forward
+        upstream.append(g.to(device=v.device, dtype=v.dtype))
+    # sum(out * g) has gradient g with respect to out, exactly, in any dtype; a scalar root also
+    # spares autograd's grad_outputs checks (which import sympy: 0.3 s cold)
+    # (the grader's own steps run with gradients on, whatever global grad mode the code chose)
+    with torch.enable_grad():
+        root = sum((v * g).sum() for (_, v), g in zip(diff_outs, upstream))
+        if tracer:
+            tracer.phase = "backward"
+        with user(), (tracer if tracer else contextlib.nullcontext()):
+            grads = torch.autograd.grad(root, wrt, allow_unused=True)
+    keys = wrt_names + [f"param {n}" for n in pnames]
+    side.grads = dict(zip(keys, grads))
+
+
+def _integrity(tracer) -> None:
+    """After user code ran: the op tracer still records and fused kernels still raise."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    if tracer is not None and _get_current_dispatch_mode() is not tracer:
+        raise UserProblemError(UserProblem("tampering", "your code removed the grader's op tracer; graded "
+                                                        "code must not change how torch dispatches ops"))
+    if STATE.blocking and not dispatch_blocks_hold():
+        raise UserProblemError(UserProblem("tampering", "your code unblocked torch's fused attention kernels; "
+                                                        "graded code must not change torch's operator table"))
+
+
+def _finish(side: Side, tracer) -> Side:
+    if tracer:
+        side.ops = tracer.ops
+        side.weights = tracer.captured
+    return side
+
+
+def side_from_wire(d) -> Side:
+    """A Side from a room's reply; every field checked (the room is not trusted)."""
+    if not isinstance(d, dict):
+        raise ValueError("the reply is not a mapping")
+    side = Side()
+    outs = d.get("outs") or []
+    if not isinstance(outs, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                             for p in outs):
+        raise ValueError("malformed outputs")
+    side.outs = [(n[:200], v) for n, v in outs]
+    grads = d.get("grads") or {}
+    if not isinstance(grads, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, torch.Tensor))
+                                              for k, v in grads.items()):
+        raise ValueError("malformed gradients")
+    side.grads = grads
+    p = d.get("problem")
+    if p is not None:
+        from ..results import Frame
+        if not isinstance(p, dict) or not isinstance(p.get("message"), str) or not isinstance(p.get("kind"), str):
+            raise ValueError("malformed problem")
+        frames = [Frame(str(f[0])[:200], int(f[1]), str(f[2])[:200], str(f[3])[:500])
+                  for f in (p.get("frames") or [])[:16]]
+        side.problem = UserProblem(p["kind"][:30], p["message"][:4000], frames)
+    ops = d.get("ops") or []
+    if not isinstance(ops, list) or len(ops) > 400_000:
+        raise ValueError("malformed op trace")
+    side.ops = [OpRecord.from_wire(o) for o in ops]
+    side.seconds = float(d.get("seconds") or 0.0)
+    mutated = d.get("mutated") or []
+    side.mutated = [str(m)[:100] for m in mutated] if isinstance(mutated, list) else []
+    nd = d.get("nondeterministic")
+    side.nondeterministic = str(nd)[:500] if nd else None
+    side.adapted = str(d.get("adapted") or "")[:1000]
+    mapping = d.get("mapping") or {}
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) for k in mapping):
+        raise ValueError("malformed parameter mapping")
+    side.mapping = mapping
+    w = d.get("weights")
+    side.weights = w if isinstance(w, torch.Tensor) else None
+    side.obs = d.get("obs")
+    return side

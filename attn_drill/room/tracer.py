@@ -1,0 +1,127 @@
+"""The op recorder: every aten op a submission runs, with its phase, dtypes and sizes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+@dataclass
+class OpRecord:
+    name: str                         # e.g. "aten.softmax.default" / "aten._softmax.default"
+    phase: str                        # "forward", "backward", or "autograd" (run by autograd inside the forward)
+    in_dtypes: tuple                  # dtypes of tensor inputs, in order
+    in_shapes: tuple
+    out_shapes: tuple                 # shapes of tensor outputs
+    out_numel: int                    # numel of the largest tensor output
+
+    def to_wire(self) -> list:
+        return [self.name, self.phase, [str(d).replace("torch.", "") for d in self.in_dtypes],
+                [list(s) for s in self.in_shapes], [list(s) for s in self.out_shapes], self.out_numel]
+
+    @classmethod
+    def from_wire(cls, row) -> "OpRecord":
+        name, phase, dtypes, ins, outs, numel = row
+        if not (isinstance(name, str) and isinstance(phase, str) and isinstance(numel, int)):
+            raise ValueError("malformed op record")
+        return cls(name[:200], phase[:20], tuple(getattr(torch, d) if isinstance(d, str) and
+                                                 isinstance(getattr(torch, d, None), torch.dtype) else None
+                                                 for d in dtypes),
+                   tuple(tuple(int(v) for v in s) for s in ins), tuple(tuple(int(v) for v in s) for s in outs),
+                   int(numel))
+
+
+class OpTracer(TorchDispatchMode):
+    """Records every aten op run inside it (`with OpTracer() as t: ...; t.ops`), with its phase.
+
+    An op that runs in the forward phase while autograd's engine is executing (a backward computed
+    by autograd inside the user's own forward, e.g. torch.autograd.grad in a hand-written backward)
+    is recorded with phase "autograd".
+    """
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # never compiled; skipping would import torch._dynamo (about a second) on first use
+
+    def __init__(self, phase: str = "forward", capture: str | None = None, limit: int = 200_000):
+        super().__init__()
+        self.ops: list[OpRecord] = []
+        self.phase = phase
+        self.capture = capture            # keep the output of the first forward op whose name has this
+        self.captured: torch.Tensor | None = None
+        self.limit = limit
+        self.dropped = 0
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        phase = self.phase
+        if phase == "forward" and torch._C._current_graph_task_id() != -1:
+            phase = "autograd"
+        if len(self.ops) >= self.limit:
+            self.dropped += 1
+            return out
+        ins = _tensors(args, [])
+        if kwargs:
+            _tensors(kwargs.values(), ins)
+        outs = [out] if isinstance(out, torch.Tensor) else _tensors(out if isinstance(out, (list, tuple)) else (), [])
+        if (self.capture and self.captured is None and phase == "forward" and outs
+                and self.capture in str(func) and outs[0].dim() >= 2):
+            self.captured = outs[0].detach().clone()
+        self.ops.append(OpRecord(
+            name=str(func), phase=phase,
+            in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),
+            out_shapes=tuple(tuple(t.shape) for t in outs),
+            out_numel=max((t.numel() for t in outs), default=0)))
+        return out
+
+
+def _tensors(values, into: list) -> list:
+    """The tensors among values, also inside lists and tuples (aten arguments nest no deeper)."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            into.append(v)
+        elif isinstance(v, (list, tuple)):
+            _tensors(v, into)
+    return into
+
+
+class Largest(TorchDispatchMode):
+    """The largest tensor any op allocates (views excluded), the FLOPs of the ops it runs (torch's
+    FlopCounterMode formulas, without FlopCounterMode's dynamo import), and optionally every op's shapes."""
+
+    NO_ALLOC = ("aten.view", "aten._unsafe_view", "aten.expand", "aten.t.", "aten.transpose", "aten.permute",
+                "aten.detach", "aten.alias", "aten.as_strided", "aten.slice", "aten.select", "aten.unsqueeze",
+                "aten.squeeze", "aten.split", "aten.unbind", "aten.chunk", "aten.narrow", "aten._reshape_alias",
+                "aten.lift_fresh")
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __init__(self, record: bool = False):
+        super().__init__()
+        from torch.utils.flop_counter import flop_registry
+        self.registry = flop_registry
+        self.best = None
+        self.flops = 0
+        self.record = record
+        self.ops: list[tuple[str, list, list]] = []
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = str(func)
+        count = self.registry.get(func._overloadpacket)
+        if count is not None:
+            self.flops += count(*args, **(kwargs or {}), out_val=out)
+        outs = [out] if isinstance(out, torch.Tensor) else _tensors(out if isinstance(out, (list, tuple)) else (), [])
+        if self.record:
+            ins = [list(a.shape) for a in _tensors(list(args) + list((kwargs or {}).values()), [])]
+            self.ops.append((name, ins, [list(o.shape) for o in outs]))
+        if not name.startswith(self.NO_ALLOC):
+            for o in outs:
+                nbytes = o.numel() * o.element_size()
+                if self.best is None or nbytes > self.best["bytes"]:
+                    self.best = {"op": name, "shape": list(o.shape), "numel": o.numel(), "bytes": nbytes,
+                                 "dtype": str(o.dtype).replace("torch.", "")}
+        return out

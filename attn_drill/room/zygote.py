@@ -1,0 +1,177 @@
+"""The fork server rooms come from: it imports torch and this package (never the bank), blocks the
+fused kernels once, then forks one room per request. It never runs submitted code itself.
+
+It is either forked from the judge process before the judge loads anything of the bank (grading
+in the user's own folder), or started inside an OS sandbox (bubblewrap) for someone else's code.
+
+Control requests, one JSON object per datagram on a SOCK_SEQPACKET socket:
+  {"op": "fork", "memory_gb", "preload"}  -> {"pid"} with two file descriptors: the room's channel, the read end
+                                  of its traceback pipe
+  {"op": "wait", "pid", "timeout"} -> {"status": exit status or null}   (negative: killed by a signal)
+  {"op": "kill", "pid"}          -> {"status"}: the room's whole process group, SIGKILL
+  {"op": "quit"} or end of stream -> every room killed, exit
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def _warm() -> None:
+    """Pay torch's first-use costs here once, not in every room: autograd with explicit grad_outputs
+    and torch.testing import sympy (0.3 s), autocast, complex ops, dispatch modes, custom Functions."""
+    import warnings
+
+    import torch
+
+    from .tracer import OpTracer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.randn(2, 3, 4, requires_grad=True)
+        with OpTracer():
+            y = torch.softmax(x @ x.transpose(-1, -2) / 2, dim=-1) @ x
+            torch.autograd.grad(y, x, torch.ones_like(y))
+        torch.testing.assert_close(y, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.functional.linear(x, torch.randn(5, 4)).sum()
+        torch.view_as_real(torch.view_as_complex(torch.randn(3, 2)) * torch.polar(torch.ones(3), torch.zeros(3)))
+        torch.nn.MultiheadAttention(4, 2, batch_first=True)(x, x, x)
+        torch.autograd.gradcheck(lambda a: (a * a).sum(), (torch.randn(3, dtype=torch.float64, requires_grad=True),),
+                                 fast_mode=True)
+
+
+def _preload(names) -> None:
+    """Modules a submission will import (matplotlib takes 0.4 s): imported here, before the fork."""
+    for name in names or ():
+        if not isinstance(name, str) or name in sys.modules:
+            continue
+        try:
+            if name.split(".")[0] == "matplotlib":
+                import matplotlib
+                matplotlib.use("Agg", force=True)
+            __import__(name)
+        except Exception:  # noqa: BLE001 - the room reports the import error itself
+            pass
+
+
+def serve(control: socket.socket) -> None:
+    from . import guards, kit, runner, side, usercode  # noqa: F401 - imported once here, not in every room
+    from .. import worker  # noqa: F401 - its memory limit
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    try:
+        _warm()
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        pass
+    guards.install_dispatch_blocks()
+    rooms: set[int] = set()
+    try:
+        while True:
+            try:
+                raw = control.recv(65536)
+            except OSError:
+                break
+            if not raw:
+                break
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            op = msg.get("op")
+            if op == "fork":
+                _preload(msg.get("preload"))
+                _fork(control, rooms, float(msg.get("memory_gb", 6.0)))
+            elif op == "wait":
+                control.send(json.dumps({"status": _wait(int(msg["pid"]), float(msg.get("timeout", 0)),
+                                                         rooms)}).encode())
+            elif op == "kill":
+                pid = int(msg["pid"])
+                if pid in rooms:
+                    for kill in (os.killpg, os.kill):
+                        try:
+                            kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                control.send(json.dumps({"status": _wait(pid, 5.0, rooms)}).encode())
+            elif op == "quit":
+                break
+    finally:
+        for pid in list(rooms):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _wait(pid, 1.0, rooms)
+
+
+def _fork(control, rooms: set, memory_gb: float) -> None:
+    import gc
+    gc.freeze()       # what exists now is never traversed by a room's collector: no copy-on-write storm
+    chan_judge, chan_room = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    tb_r, tb_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            control.close()
+            chan_judge.close()
+            os.close(tb_r)
+            from .runner import main
+            main(chan_room, tb_w, memory_gb)
+        finally:
+            os._exit(3)
+    chan_room.close()
+    os.close(tb_w)
+    rooms.add(pid)
+    try:
+        socket.send_fds(control, [json.dumps({"pid": pid}).encode()], [chan_judge.fileno(), tb_r])
+    finally:
+        chan_judge.close()
+        os.close(tb_r)
+
+
+def _wait(pid: int, timeout: float, rooms: set):
+    if pid not in rooms:
+        return None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            rooms.discard(pid)
+            return None
+        if done:
+            rooms.discard(pid)
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
+def main(fd: int) -> None:
+    """Entry point inside a sandbox: `python -c "from attn_drill.room.zygote import main; main(FD)"`."""
+    import torch
+    torch.set_num_threads(1)
+    control = socket.socket(fileno=fd)
+    serve(control)
+    sys.exit(0)
+
+
+def forked(control: socket.socket, keep_fds=()) -> None:
+    """Entry point in a child forked from the judge (torch already imported). Never returns."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)                          # the judge's answers to its client stay the judge's
+        keep = {0, 1, 2, control.fileno(), *keep_fds}
+        for fd in range(3, 256):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        serve(control)
+    finally:
+        os._exit(0)

@@ -1,0 +1,115 @@
+"""Probes for `mha_unit_test` (they run beside the submission and hold no answers): the user's test
+is run against a correct MultiHeadSelfAttention and against wrong ones, and an official module that
+records how it was built and called."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from attn_drill.room import kit
+
+_REAL_MHA = nn.MultiheadAttention
+NON_MASK_BUGS = ("softmax_query_axis", "missing_scale", "split_heads_direct_view", "merge_heads_without_transpose")
+MASK_BUGS = ("padding_mask_ignored", "padding_mask_inverted", "attn_mask_ignored", "attn_mask_true_means_blocked")
+
+def make_mhsa(bug: str | None = None, calls: list | None = None):
+    """A MultiHeadSelfAttention with the interface of `mhsa`, correct or with one known bug."""
+
+    class MultiHeadSelfAttention(nn.Module):
+        def __init__(self, hidden_dim, num_heads, dropout=0.1):
+            super().__init__()
+            self.num_heads, self.head_dim = num_heads, hidden_dim // num_heads
+            self.qkv_proj = nn.Linear(hidden_dim, 3 * hidden_dim, bias=False)
+            self.out_proj = nn.Linear(hidden_dim, hidden_dim, bias=False)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x, key_padding_mask=None, attn_mask=None):
+            if calls is not None:
+                calls.append({"module": self, "x": x.detach().clone(), "key_padding_mask": key_padding_mask,
+                              "attn_mask": attn_mask})
+            B, L, E = x.shape
+            H, D = self.num_heads, self.head_dim
+            q, k, v = self.qkv_proj(x).split(E, dim=-1)              # 3 x (B, L, E)
+            if bug == "split_heads_direct_view":
+                q, k, v = (t.reshape(B, H, L, D) for t in (q, k, v))  # wrong: mixes positions and heads
+            else:
+                q, k, v = (t.view(B, L, H, D).transpose(1, 2) for t in (q, k, v))  # (B, H, L, D)
+            scores = q @ k.transpose(-2, -1)                           # (B, H, L, L)
+            if bug != "missing_scale":
+                scores = scores / math.sqrt(D)
+            if key_padding_mask is not None and bug != "padding_mask_ignored":
+                pad = ~key_padding_mask if bug == "padding_mask_inverted" else key_padding_mask
+                scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+            if attn_mask is not None and bug != "attn_mask_ignored":
+                if attn_mask.dim() == 3:
+                    attn_mask = attn_mask.unsqueeze(1)                 # (B, 1, L, L)
+                blocked = attn_mask if bug == "attn_mask_true_means_blocked" else ~attn_mask
+                scores = scores.masked_fill(blocked, float("-inf"))
+            weights = torch.softmax(scores, dim=-2 if bug == "softmax_query_axis" else -1)
+            out = self.dropout(weights) @ v                            # (B, H, L, D)
+            if bug == "merge_heads_without_transpose":
+                out = out.reshape(B, L, E)
+            else:
+                out = out.transpose(1, 2).reshape(B, L, E)             # (B, L, E)
+            return self.out_proj(out)
+
+    MultiHeadSelfAttention.__qualname__ = f"MultiHeadSelfAttention[{bug or 'correct'}]"
+    return MultiHeadSelfAttention
+
+
+def make_official(records: list):
+    """nn.MultiheadAttention that records its construction and every call."""
+
+    class MultiheadAttention(_REAL_MHA):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            records.append({"kind": "init", "module": self, "batch_first": self.batch_first})
+
+        def forward(self, query, key, value, *args, **kwargs):
+            records.append({"kind": "call", "module": self, "batch_first": self.batch_first,
+                            "query_shape": tuple(query.shape), "attn_mask": kwargs.get("attn_mask"),
+                            "in_proj_weight": None if self.in_proj_weight is None else
+                            self.in_proj_weight.detach().clone(),
+                            "out_weight": self.out_proj.weight.detach().clone()})
+            with kit.unguarded():          # the official module may run torch's own attention
+                return super().forward(query, key, value, *args, **kwargs)
+
+    return MultiheadAttention
+
+
+def _run(test, attention_cls, records) -> BaseException | None:
+    try:
+        test(attention_cls, make_official(records))
+    except Exception as exc:  # noqa: BLE001 - the user's test signals a mismatch by raising
+        return exc
+    return None
+
+
+
+
+def _summary(calls, records) -> dict:
+    def t(v):
+        return v.detach().clone() if isinstance(v, torch.Tensor) else None
+    return {"inits_batch_first": [bool(r["batch_first"]) for r in records if r["kind"] == "init"],
+            "official_calls": [{"batch_first": bool(r["batch_first"]), "query_shape": list(r["query_shape"]),
+                                "attn_mask": t(r["attn_mask"]), "in_proj_weight": t(r["in_proj_weight"]),
+                                "out_weight": t(r["out_weight"])} for r in records if r["kind"] == "call"],
+            "impl_calls": [{"x_shape": list(c["x"].shape), "masked": c["key_padding_mask"] is not None or
+                            c["attn_mask"] is not None, "attn_mask": t(c["attn_mask"]),
+                            "qkv_weight": t(c["module"].qkv_proj.weight), "out_weight": t(c["module"].out_proj.weight)}
+                           for c in calls]}
+
+
+def run_test(p):
+    """The user's check_against_official against a correct implementation (with everything it did),
+    then against each wrong one: which of those it let pass."""
+    test = p.target
+    calls, records = [], []
+    exc = _run(test, make_mhsa(None, calls), records)
+    obs = {"error": None if exc is None else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+           **_summary(calls, records)}
+    if exc is None:
+        obs["missed"] = [bug for bug in NON_MASK_BUGS + MASK_BUGS if _run(test, make_mhsa(bug), []) is None]
+    return obs
