@@ -119,19 +119,22 @@ def check(problem: Optional[str] = typer.Argument(None, help="Problem id; omit t
           full: bool = typer.Option(False, "--full", help="Also run the larger random cases."),
           case: Optional[str] = typer.Option(None, "--case", help="Run only this case (replay)."),
           json_out: bool = typer.Option(False, "--json", help="Exercism v3 JSON on stdout."),
-          lang: Lang = typer.Option(Lang.en, "--lang", help="Diagnoses in en or zh.")):
+          lang: Lang = typer.Option(Lang.en, "--lang", help="Diagnoses in en or zh."),
+          sandbox: Optional[bool] = typer.Option(None, "--sandbox/--no-sandbox",
+                                                 help="Grade inside the OS sandbox (bubblewrap), as grade does. "
+                                                      "Default: only files owned by another user.")):
     """Grade your solution: outputs and gradients against the reference.
 
     Examples: attn-drill check gqa · attn-drill check gqa work/gqa.py --seed 7 · attn-drill check --json
     """
-    from .verbs import check as verb
     from .worker import WorkerClient
+    client = WorkerClient().start()      # torch starts loading while the files are read and vetted
+    from .verbs import check as verb
 
     def go():
-        client = WorkerClient().start()  # torch starts loading while we resolve files
         try:
             targets = verb.resolve(problem, str(path) if path else None, Path.cwd())
-            reports = verb.run(targets, seed, full, case, client)
+            reports = verb.run(targets, seed, full, case, client, sandbox)
         finally:
             client.close()
         from .state import record_check, statuses

@@ -23,7 +23,7 @@ from .compare import weights_detail
 from .judge import GraderBug, judge, mutant_match, stub_message
 from .results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Frame, Report, UserProblem
 from .room.side import CaseData, Side, run_side, side_from_wire
-from .room.usercode import load_module, load_source
+from .room.usercode import load_module, load_source, seed_all
 from .rooms import RoomFailure, Zygote
 
 
@@ -102,7 +102,7 @@ class _Grading:
     def _static(self) -> bool:
         """Read, parse and vet the file here, in the judge: True when it may run."""
         r = self.report
-        src, problem, message = vet(Path(self.target.path))
+        src, problem, message = source.vet(Path(self.target.path), self.spec)
         if problem is not None:
             r.status, r.problem_error, r.message = ERROR, problem, message
             return False
@@ -274,7 +274,7 @@ class _Grading:
         forbidden = [f for f in r.findings if f["line"]]
         missing = [f for f in r.findings if not f["line"]]
         first = r.first_failure()
-        if r.problem_error and not r.cases:
+        if r.problem_error and (not r.cases or r.problem_error.kind in ("timeout", "crash", "runner")):
             r.status = FAIL if r.problem_error.kind in ("timeout", "crash", "runner", "memory") else ERROR
             r.message = r.problem_error.message
         elif first is not None and first.status == ERROR and first.problem:
@@ -298,29 +298,6 @@ class _Grading:
             r.message = (f"all {n} cases passed" if n != 1 else "the case passed") + (
                 f" ({len(skipped)} skipped: {skipped[0].message})" if skipped else "")
             r.replay = ""
-
-
-def vet(path: Path) -> tuple[str, UserProblem | None, str]:
-    """(source, problem, message): a file that cannot be read, does not parse, or uses what graded
-    code may not (attn_drill.policy) never reaches a room."""
-    try:
-        src = source.read(path)
-    except (UnicodeDecodeError, OSError) as exc:
-        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
-        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file"
-    err = source.syntax_error(src, str(path))
-    if err:
-        return src, UserProblem("syntax", f"SyntaxError: {err['message']}",
-                                [Frame(path.name, err["line"], "<module>", err["text"].strip())]), \
-            f"your file does not parse: line {err['line']}: {err['message']}"
-    refused = policy.check(src, path)
-    if refused:
-        first = refused[0]
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-        return src, UserProblem(first.kind, first.message + more, [Frame(first.file, first.line, "<module>",
-                                                                          first.code)]), \
-            f"line {first.line}: {first.message}"
-    return src, None, ""
 
 
 class LazyObs:
@@ -355,7 +332,7 @@ class Prepared:
         self.case = case
         params: dict[str, torch.Tensor] = {}
         if case.init is not None:
-            torch.manual_seed(case.seed)
+            seed_all(case.seed)
             base = getattr(ref_mod, case.target)(**case.init)
             params = {n: p.detach().to(torch.float64) for n, p in base.named_parameters()}
         d = case.dtype

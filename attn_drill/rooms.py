@@ -88,12 +88,13 @@ class Zygote:
             raise OSError("the room server ended")
         return json.loads(raw)
 
-    def open(self, preload=(), timeout: float = 180.0) -> "Room":
+    def open(self, preload=(), timeout: float = 180.0, warm: bool = True) -> "Room":
         """A fresh room. The first one from a sandboxed zygote waits for its torch import.
-        `preload`: modules the code will import, loaded in the zygote first (once)."""
+        `preload`: modules the code will import, loaded in the zygote first (once); `warm`: let the
+        zygote pay torch's first-use costs for later rooms while this one works (not when timing)."""
         self.control.settimeout(timeout)
         try:
-            self.control.send(json.dumps({"op": "fork", "memory_gb": self.memory_gb,
+            self.control.send(json.dumps({"op": "fork", "memory_gb": self.memory_gb, "warm": warm,
                                           "preload": list(preload)}).encode())
             raw, fds, _, _ = socket.recv_fds(self.control, 65536, 2)
         except (OSError, socket.timeout) as exc:
@@ -115,6 +116,13 @@ class Zygote:
             return self._ask({"op": "wait", "pid": pid, "timeout": timeout}, timeout + 10)["status"]
         except (OSError, ValueError, KeyError):
             return None
+
+    def release(self, pid: int) -> None:
+        """The room was told to end: the zygote reaps it, or kills it after a grace."""
+        try:
+            self.control.send(json.dumps({"op": "release", "pid": pid}).encode())
+        except OSError:
+            pass
 
     def kill(self, pid: int) -> int | None:
         try:
@@ -199,7 +207,8 @@ class Room:
         except OSError:
             raise self._died() from None
         finally:
-            self.chan.settimeout(None)
+            if not self.closed:
+                self.chan.settimeout(None)
         if reply is None:
             raise self._died()
         if not isinstance(reply, dict):
@@ -282,8 +291,7 @@ class Room:
             wire.send(self.chan, {"op": "end"})
         except (OSError, wire.WireError):
             pass
-        if self.zygote.wait(self.pid, 0.5) is None:
-            self.zygote.kill(self.pid)
+        self.zygote.release(self.pid)
         self._close_fds()
 
 

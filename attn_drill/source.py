@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .results import Frame, UserProblem
 from .spec import Spec
 
 
@@ -140,3 +141,55 @@ def mutant_source(spec: Spec, reference_source: str, mistake_id: str) -> str:
 
 def read(path: Path) -> str:
     return Path(path).read_text(encoding="utf-8")
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """Top-level names a module binds: defs, classes, assignments, imports."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            names |= defined_names(ast.Module(body=[n for n in ast.iter_child_nodes(node)
+                                                    if isinstance(n, ast.stmt)], type_ignores=[]))
+    return names
+
+
+def vet(path: Path, spec: Spec | None = None) -> tuple[str, UserProblem | None, str]:
+    """(source, problem, message): what can be told about a file without running it, in a fraction of
+    a second: it cannot be read, does not parse, uses what graded code may not (attn_drill.policy), or
+    defines none of the names the problem asks for. Such a file never reaches a room."""
+    from . import policy
+    path = Path(path)
+    try:
+        src = read(path)
+    except (UnicodeDecodeError, OSError) as exc:
+        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
+        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file"
+    err = syntax_error(src, str(path))
+    if err:
+        return src, UserProblem("syntax", f"SyntaxError: {err['message']}",
+                                [Frame(path.name, err["line"], "<module>", err["text"].strip())]), \
+            f"your file does not parse: line {err['line']}: {err['message']}"
+    refused = policy.check(src, path)
+    if refused:
+        first = refused[0]
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        return src, UserProblem(first.kind, first.message + more, [Frame(first.file, first.line, "<module>",
+                                                                          first.code)]), \
+            f"line {first.line}: {first.message}"
+    if spec is not None:
+        have = defined_names(ast.parse(src))
+        missing = [n for n in spec.interface if n not in have]
+        if len(missing) == len(spec.interface):
+            listed = ", ".join(sorted(n for n in have if not n.startswith("_"))) or "nothing"
+            msg = (f"your file defines no `{missing[0]}`; it defines: {listed}. Keep the names from the stub "
+                   f"(attn-drill new {spec.id} --dir /tmp shows them)")
+            return src, UserProblem("missing", msg), msg
+    return src, None, ""

@@ -2,9 +2,11 @@
 on stdin, one JSON answer on stdout. torch is imported here, never in the CLI process.
 
 It is a judge like the grading worker: the submission runs in a room (attn_drill.room), forked
-before the bank is loaded here, and times its own calls there; the reference and torch's fused
-`F.scaled_dot_product_attention` are timed here, in turn with it, on the same inputs, while the
-room waits. What it times, on the same sizes: the submission, the reference (both in the bench
+before the bank is loaded here, and times its own calls there. The reference and torch's fused
+`F.scaled_dot_product_attention` are timed in a second room of their own, forked from the same
+zygote, so both sides run in processes of the same history (allocator, caches), in turn, on the
+same inputs. The reference's room is trusted (it runs only the reference) and is never the
+submission's. What it times, on the same sizes: the submission, the reference (both in the bench
 dtype, with the reference's parameters copied into the submission) and the fused SDPA on the
 q/k/v shapes of the reference's attention core. The sizes come from the spec:
 
@@ -78,7 +80,7 @@ class Bench:
     def __init__(self, req: dict, rooms):
         import torch
 
-        from . import bank, engine
+        from . import bank
         from .room.usercode import load_module
         self.torch = torch
         self.req = req
@@ -89,7 +91,8 @@ class Bench:
             raise BenchProblem("--device cuda, but this machine has no CUDA device")
         self.device = "cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu"
         self.seed = int(req.get("seed", 0))
-        src, problem, message = engine.vet(Path(self.path))
+        from . import source
+        src, problem, message = source.vet(Path(self.path), self.spec)
         if problem is not None:
             raise BenchProblem(_where(problem))
         self.src = src
@@ -161,11 +164,12 @@ class Bench:
 
     def _build_ref(self):
         torch = self.torch
+        from .room.usercode import seed_all
         target = getattr(self.ref_mod, self.target)
         if self.init is None:
             self.ref_data = self._data({})
             return target
-        torch.manual_seed(self.seed)
+        seed_all(self.seed)
         ref = target(**self.init).to(device=self.device, dtype=self.dtype).eval()
         self.ref_data = self._data({n: p.detach() for n, p in ref.named_parameters()})
         return ref
@@ -180,12 +184,14 @@ class Bench:
         return self.ref_impl(*args.values(), **kwargs)
 
     def _open_room(self, rooms, time_limit: float, threads: int) -> None:
-        from . import policy
+        from . import bank, policy, source
         from .rooms import RoomFailure
         from .worker import _hidden
-        self.room = rooms.open(preload=policy.imported_modules(self.src))
+        self.room = rooms.open(preload=policy.imported_modules(self.src), warm=False)
         self.room.budget, self.room.path = time_limit, self.path
-        self.sub = lambda msg: self._ask(msg)
+        ref_path = bank.reference_path(self.spec.id)
+        self.ref_room = rooms.open(preload=policy.imported_modules(source.read(ref_path)), warm=False)
+        self.ref_room.budget, self.ref_room.path = time_limit + 600.0, str(ref_path)
         try:
             reply = self.room.call({"op": "load", "path": self.path, "problem": self.spec.id,
                                     "forbidden": list(self.spec.all_forbidden), "probes": self.probe_source,
@@ -194,8 +200,13 @@ class Bench:
         except RoomFailure as exc:
             raise BenchProblem(_where(exc.problem)) from None
         self._check(reply)
-        self._ask({"op": "bench_build", "data": self.ref_data.to_wire(), "threads": threads})
-        self.torch.set_num_threads(threads)   # the reference and SDPA get as many threads as the submission
+        self.ref_room.call({"op": "load", "path": str(ref_path), "problem": self.spec.id, "forbidden": [],
+                            "trusted": True,
+                            "probes": self.probe_source, "source": source.read(ref_path), "hidden": [],
+                            "budget": self.ref_room.budget, "folders": []})
+        build = {"op": "bench_build", "data": self.ref_data.to_wire(), "threads": threads}
+        self._ask(build)
+        self._ask_ref(build)
 
     def _ask(self, msg: dict) -> dict:
         from .rooms import RoomFailure
@@ -204,6 +215,12 @@ class Bench:
         except RoomFailure as exc:
             raise BenchProblem(_where(exc.problem)) from None
         return self._check(reply)
+
+    def _ask_ref(self, msg: dict) -> dict:
+        reply = self.ref_room.call(msg)
+        if reply.get("problem"):
+            raise RuntimeError(f"the reference failed in its timing room: {reply['problem']}")
+        return reply
 
     @staticmethod
     def _check(reply: dict) -> dict:
@@ -235,15 +252,10 @@ class Bench:
                 for n in ("q", "k", "v")]
 
     # ------------------------------------------------------------ timing
-    def _timed(self, fn):
-        from .room.runner import timed
-        return timed(fn, self.device)
-
-    def _verify(self, sub_outs, ref_out, run: int) -> float:
-        from .room.side import flatten
+    def _verify(self, sub_outs, ref_outs, run: int) -> float:
         torch = self.torch
         worst = 0.0
-        s_list, r_list = sub_outs, flatten(ref_out)
+        s_list, r_list = sub_outs, ref_outs
         if len(s_list) != len(r_list):
             raise BenchProblem(f"timed run {run}: your code returned {len(s_list)} output(s), the reference "
                                f"{len(r_list)}; run attn-drill check {self.spec.id} first")
@@ -273,8 +285,6 @@ class Bench:
 
     def run(self) -> dict:
         torch = self.torch
-        import torch.nn.functional as F
-        sdpa = F.scaled_dot_product_attention
         causal = bool(self.sdpa and self.sdpa.get("is_causal"))
         series = {"submission": [], "reference": []}
         if self.sdpa:
@@ -292,12 +302,14 @@ class Bench:
                 for who in order:
                     if who == "sdpa":
                         q, k, v = self.sdpa_inputs(i)
-                        _, t = self._timed(lambda: sdpa(q, k, v, is_causal=causal))
+                        t = float(self._ask_ref({"op": "bench_sdpa", "q": q, "k": k, "v": v, "causal": causal})
+                                  ["seconds"])
                     elif who == "submission":
                         reply = self._ask({"op": "bench_run", "inputs": args, "kwargs": kwargs})
                         outs[who], t = reply["outs"], float(reply["seconds"])
                     else:
-                        outs[who], t = self._timed(lambda: self._call_ref(args, kwargs))
+                        reply = self._ask_ref({"op": "bench_run", "inputs": args, "kwargs": kwargs})
+                        outs[who], t = reply["outs"], float(reply["seconds"])
                     if i >= WARMUP:
                         series[who].append(t)
                 worst = max(worst, self._verify(outs["submission"], outs["reference"], i + 1))
@@ -310,38 +322,23 @@ class Bench:
         return self._result(series, runs, worst, stopped, time.perf_counter() - t_start)
 
     def _profile(self, who: str) -> tuple[dict | None, float | None, float | None]:
-        """Largest intermediate tensor, FLOPs and (CUDA) peak memory of one untimed run."""
-        torch = self.torch
-        from .room.tracer import Largest
+        """Largest intermediate tensor and FLOPs of one untimed run (in each side's own room)."""
         args, kwargs = self.fresh(0)
         if who == "submission":
             reply = self._ask({"op": "bench_run", "inputs": args, "kwargs": kwargs, "profile": True})
-            return reply.get("largest"), float(reply.get("flops") or 0) or None, None
-        mode = Largest()
-        peak = None
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        with torch.no_grad():
-            if who == "sdpa":
-                q, k, v = self.sdpa_inputs(0)
-                fn = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa: E731
-                    q, k, v, is_causal=bool(self.sdpa.get("is_causal")))
-            else:
-                fn = lambda: self._call_ref(args, kwargs)  # noqa: E731
-            with mode:
-                fn()
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-                peak = torch.cuda.max_memory_allocated() - base
-        flops = float(mode.flops) or None
+        elif who == "reference":
+            reply = self._ask_ref({"op": "bench_run", "inputs": args, "kwargs": kwargs, "profile": True})
+        else:
+            q, k, v = self.sdpa_inputs(0)
+            reply = self._ask_ref({"op": "bench_sdpa", "q": q, "k": k, "v": v, "profile": True,
+                                   "causal": bool(self.sdpa.get("is_causal"))})
+        flops = float(reply.get("flops") or 0) or None
         if who == "sdpa" and not flops:  # no flop formula for this backend's kernel: count it
             lead = _numel(self.sdpa["q"][:-2])
             lq, d = self.sdpa["q"][-2:]
             lk, dv = self.sdpa["k"][-2], self.sdpa["v"][-1]
             flops = 2.0 * lead * lq * lk * (d + dv)
-        return mode.best, flops, peak
+        return reply.get("largest"), flops, None
 
     def _result(self, series, runs, worst, stopped, seconds) -> dict:
         flops = {}
@@ -415,8 +412,9 @@ def _serve() -> None:
         import traceback
         answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     finally:
-        if bench is not None and getattr(bench, "room", None) is not None:
-            bench.room.close()
+        for room in (getattr(bench, "room", None), getattr(bench, "ref_room", None)):
+            if room is not None:
+                room.close()
         rooms.close()
     proto.write(json.dumps(answer) + "\n")
     proto.flush()

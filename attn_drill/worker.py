@@ -258,12 +258,17 @@ class WorkerClient:
         self.proc = None
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
+        if self.proc is not None and self.proc.poll() is None and not self._ready:
+            self.proc.kill()                  # still importing torch: nothing to wait for
+            self.proc.wait()
+        elif self.proc is not None and self.proc.poll() is None:
+            try:   # the worker ends its rooms and itself; nobody needs to wait for that
                 self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=2)
-            except (OSError, subprocess.TimeoutExpired, ValueError):
+                self.proc.stdin.close()
+                self.proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+            except (OSError, ValueError):
                 self.proc.kill()
         self.proc = None
         self._tmp.cleanup()

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from .usercode import seed_all
 from .guards import unguarded  # noqa: F401 - for probes of problems that hand an official module to a test
 
 
@@ -38,7 +39,7 @@ class Probe:
         from .side import build
         data = self._data
         if not params:
-            torch.manual_seed(data.seed)
+            seed_all(data.seed)
             m = (target or self.target)(**(data.init if init is None else init))
             return m.to(device=data.device, dtype=data.dtype).train(data.train)
         return build(self.module, data, self._session, self._side, target=target, init=init)

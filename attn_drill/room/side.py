@@ -16,7 +16,7 @@ from ..results import UserProblem
 from .guards import STATE, dispatch_blocks_hold
 from .params import InterfaceError, adapt, apply
 from .tracer import OpRecord, OpTracer
-from .usercode import Session, UserProblemError
+from .usercode import Session, UserProblemError, seed_all
 
 _DTYPE_FIELDS = ("dtype", "autocast")
 
@@ -111,7 +111,7 @@ def build(mod, data: CaseData, session: Session | None, side: Side, target=None,
     user = session.user if session else contextlib.nullcontext
     target = target or getattr(mod, data.target)
     with user():
-        torch.manual_seed(data.seed)
+        seed_all(data.seed)
         impl = target(**(data.init if init is None else init))
     if not isinstance(impl, torch.nn.Module):
         raise UserProblemError(UserProblem(
@@ -172,7 +172,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
 
         t0 = time.perf_counter()
         with user(), amp, (tracer if tracer else contextlib.nullcontext()):
-            torch.manual_seed(data.seed)
+            seed_all(data.seed)
             out = call()
             if session is not None:
                 _integrity(tracer)
@@ -190,7 +190,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         side.seconds = time.perf_counter() - t0
         if repeat and data.deterministic and not data.train:
             with user(), torch.no_grad(), amp:
-                torch.manual_seed(data.seed + 1)
+                seed_all(data.seed + 1)
                 again = flatten(call(), data.output_names)
             for (n, a), (_, b) in zip(side.outs, again):
                 if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:

@@ -87,6 +87,14 @@ class Session:
         return UserProblem(kind, (context + text) if context else text, self.frames(exc))
 
 
+def seed_all(seed: int) -> None:
+    """torch.manual_seed without its cost: that seeds CUDA lazily, recording a stack trace each call."""
+    import torch
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
 def _first_line(s: str) -> str:
     return s.strip().splitlines()[0] if s.strip() else s
 

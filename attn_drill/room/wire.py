@@ -127,7 +127,8 @@ def _tensors(metas, blob, blen):
         if m.get("n") != n or pos + n > blen:
             raise WireError("tensor bytes do not match its shape")
         if n:
-            t = torch.frombuffer(bytearray(blob[pos:pos + n]), dtype=torch.uint8).view(dtype).reshape(shape)
+            # a copy in torch's own (aligned) memory: kernels run on it as on any tensor
+            t = torch.frombuffer(bytearray(blob[pos:pos + n]), dtype=torch.uint8).view(dtype).reshape(shape).clone()
         else:
             t = torch.empty(shape, dtype=dtype)
         device = m.get("device", "cpu")

@@ -9,6 +9,7 @@ Control requests, one JSON object per datagram on a SOCK_SEQPACKET socket:
                                   of its traceback pipe
   {"op": "wait", "pid", "timeout"} -> {"status": exit status or null}   (negative: killed by a signal)
   {"op": "kill", "pid"}          -> {"status"}: the room's whole process group, SIGKILL
+  {"op": "release", "pid"}       no answer: the room was told to end; reaped, or killed after a grace
   {"op": "quit"} or end of stream -> every room killed, exit
 """
 from __future__ import annotations
@@ -21,27 +22,33 @@ import sys
 import time
 
 
-def _warm() -> None:
+def _warm_steps():
     """Pay torch's first-use costs here once, not in every room: autograd with explicit grad_outputs
-    and torch.testing import sympy (0.3 s), autocast, complex ops, dispatch modes, custom Functions."""
+    and torch.testing import sympy (0.3 s), autocast, complex ops, dispatch modes, custom Functions.
+    One step at a time, so the zygote can answer between them."""
     import warnings
 
     import torch
 
     from .tracer import OpTracer
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        x = torch.randn(2, 3, 4, requires_grad=True)
-        with OpTracer():
-            y = torch.softmax(x @ x.transpose(-1, -2) / 2, dim=-1) @ x
-            torch.autograd.grad(y, x, torch.ones_like(y))
-        torch.testing.assert_close(y, y)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.nn.functional.linear(x, torch.randn(5, 4)).sum()
-        torch.view_as_real(torch.view_as_complex(torch.randn(3, 2)) * torch.polar(torch.ones(3), torch.zeros(3)))
-        torch.nn.MultiheadAttention(4, 2, batch_first=True)(x, x, x)
-        torch.autograd.gradcheck(lambda a: (a * a).sum(), (torch.randn(3, dtype=torch.float64, requires_grad=True),),
-                                 fast_mode=True)
+    warnings.simplefilter("ignore")
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    with OpTracer():
+        y = torch.softmax(x @ x.transpose(-1, -2) / 2, dim=-1) @ x
+    yield
+    torch.autograd.grad(y, x, torch.ones_like(y))
+    yield
+    torch.testing.assert_close(y, y)
+    yield
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.nn.functional.linear(x, torch.randn(5, 4)).sum()
+    torch.view_as_real(torch.view_as_complex(torch.randn(3, 2)) * torch.polar(torch.ones(3), torch.zeros(3)))
+    yield
+    torch.nn.MultiheadAttention(4, 2, batch_first=True)(x, x, x)
+    yield
+    torch.autograd.gradcheck(lambda a: (a * a).sum(), (torch.randn(3, dtype=torch.float64, requires_grad=True),),
+                             fast_mode=True)
+    warnings.resetwarnings()
 
 
 def _preload(names) -> None:
@@ -59,17 +66,29 @@ def _preload(names) -> None:
 
 
 def serve(control: socket.socket) -> None:
+    import select
+
     from . import guards, kit, runner, side, usercode  # noqa: F401 - imported once here, not in every room
     from .. import worker  # noqa: F401 - its memory limit
     os.environ.setdefault("MPLBACKEND", "Agg")
-    try:
-        _warm()
-    except Exception:  # noqa: BLE001 - warming is an optimisation only
-        pass
     guards.install_dispatch_blocks()
     rooms: set[int] = set()
+    released: dict[int, float] = {}     # pid -> when to kill it if it has not ended by itself
+    warming = None
     try:
         while True:
+            _reap(rooms, released)
+            idle = warming is not None
+            ready, _, _ = select.select([control], [], [], 0 if idle else (0.2 if released else None))
+            if not ready:
+                if warming is not None:          # between requests: one more warming step
+                    try:
+                        next(warming)
+                    except StopIteration:
+                        warming = None
+                    except Exception:  # noqa: BLE001 - warming is an optimisation only
+                        warming = None
+                continue
             try:
                 raw = control.recv(65536)
             except OSError:
@@ -84,27 +103,42 @@ def serve(control: socket.socket) -> None:
             if op == "fork":
                 _preload(msg.get("preload"))
                 _fork(control, rooms, float(msg.get("memory_gb", 6.0)))
+                if warming is None and msg.get("warm", True) and not getattr(serve, "warmed", False):
+                    serve.warmed = True
+                    warming = _warm_steps()      # while the first room works: the next ones start warm
             elif op == "wait":
                 control.send(json.dumps({"status": _wait(int(msg["pid"]), float(msg.get("timeout", 0)),
                                                          rooms)}).encode())
             elif op == "kill":
                 pid = int(msg["pid"])
-                if pid in rooms:
-                    for kill in (os.killpg, os.kill):
-                        try:
-                            kill(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
+                _kill(pid, rooms)
                 control.send(json.dumps({"status": _wait(pid, 5.0, rooms)}).encode())
+            elif op == "release":                # no answer: ended rooms are reaped here
+                released[int(msg["pid"])] = time.monotonic() + float(msg.get("grace", 2.0))
             elif op == "quit":
                 break
     finally:
         for pid in list(rooms):
+            _kill(pid, rooms)
+            _wait(pid, 1.0, rooms)
+
+
+def _kill(pid: int, rooms: set) -> None:
+    if pid in rooms:
+        for kill in (os.killpg, os.kill):
             try:
-                os.killpg(pid, signal.SIGKILL)
+                kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-            _wait(pid, 1.0, rooms)
+
+
+def _reap(rooms: set, released: dict) -> None:
+    now = time.monotonic()
+    for pid in list(released):
+        if _wait(pid, 0.0, rooms) is not None or pid not in rooms:
+            released.pop(pid, None)
+        elif now > released[pid]:
+            _kill(pid, rooms)
 
 
 def _fork(control, rooms: set, memory_gb: float) -> None:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import tempfile
 from pathlib import Path
 
 from .. import bank, render
@@ -35,14 +38,66 @@ def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Pat
     return [(pid, file)]
 
 
-def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerClient) -> list[Report]:
+def someone_elses(file: Path) -> bool:
+    """A file owned by another user: graded in the OS sandbox, like `grade` does."""
+    try:
+        return Path(file).stat().st_uid != os.getuid()
+    except (OSError, AttributeError):
+        return False
+
+
+def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: bool = False,
+               case: str | None = None, sandbox: bool | None = None, time_limit: float | None = None) -> Report:
+    """Grade one file. sandbox: True always in the OS sandbox (a copy of its folder), False never,
+    None when the file is someone else's. Without bubblewrap, sandbox=True is refused."""
+    from .. import sandbox as os_sandbox
+    spec = bank.get(pid)
+    limit = time_limit or spec.time_limit * (3 if full else 1)
+    file = Path(file).resolve()
+    if sandbox is None:
+        sandbox = someone_elses(file) and os_sandbox.available()[0]
+    if not sandbox:
+        return client.grade(pid, str(file), seed, full=full, case=case, time_limit=limit)
+    ok, why = os_sandbox.available()
+    if not ok:
+        raise UsageError(f"--sandbox: {why}")
+    from .grade import copy_folder
+    with tempfile.TemporaryDirectory(prefix="attn-drill-sandbox-") as scratch:
+        copy_folder(file.parent, Path(scratch))
+        shutil.copyfile(file, Path(scratch) / file.name)
+        try:
+            return client.grade(pid, str(Path(scratch) / file.name), seed, full=full, case=case, time_limit=limit,
+                                sandbox=scratch, shown=_shown(file))
+        finally:
+            client.close_sandbox(scratch)
+
+
+def _shown(file: Path) -> str:
+    try:
+        return str(file.relative_to(Path.cwd()))
+    except ValueError:
+        return str(file)
+
+
+def static_report(pid: str, file: Path, seed: int, full: bool = False) -> Report | None:
+    """The report for a file that cannot run at all (unreadable, a syntax error, refused, no interface),
+    known in a fraction of a second without torch; None when it has to be graded."""
+    from .. import source
+    from ..results import ERROR
+    _, problem, message = source.vet(Path(file), bank.get(pid))
+    if problem is None:
+        return None
+    shown = _shown(Path(file).resolve())
+    return Report(pid, shown, seed, status=ERROR, message=message, problem_error=problem, full=full,
+                  replay=f"attn-drill check {pid} {shown} --seed {seed}" + (" --full" if full else ""))
+
+
+def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerClient,
+        sandbox: bool | None = None) -> list[Report]:
     seed = random.randrange(1_000_000) if seed is None else seed
-    reports = []
-    for pid, file in targets:
-        spec = bank.get(pid)
-        reports.append(client.grade(pid, str(file.resolve()), seed, full=full, case=case,
-                                    time_limit=spec.time_limit * (3 if full else 1)))
-    return reports
+    reports = [static_report(pid, file, seed, full) for pid, file in targets]
+    return [r or grade_file(client, pid, file, seed, full=full, case=case, sandbox=sandbox)
+            for r, (pid, file) in zip(reports, targets)]
 
 
 def next_problem(statuses: dict, done: set[str]) -> str | None:

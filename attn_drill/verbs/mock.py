@@ -30,7 +30,7 @@ from rich.text import Text
 from .. import bank, render, state
 from ..results import PASS
 from ..worker import ToolError
-from .check import UsageError
+from .check import UsageError, grade_file
 from .practice import duration, mock_table, mock_summary
 from .scaffold import stub_text
 
@@ -252,7 +252,7 @@ class Session:
                 continue
             spec = bank.get(pid)
             try:
-                r = client.grade(pid, str(file), self.mock["seed"], time_limit=spec.time_limit)
+                r = grade_file(client, pid, file, self.mock["seed"], time_limit=spec.time_limit)
             except (ToolError, ValueError) as exc:
                 out[pid] = {"status": "error", "message": f"the grader failed (not your code): {exc}"[:300]}
                 continue
