@@ -148,13 +148,15 @@ def check(problem: Optional[str] = typer.Argument(None, help="Problem id; omit t
 def verify(problems: Optional[List[str]] = typer.Argument(None, help="Problem ids (default: all)."),
            seed: int = typer.Option(0, "--seed", help="Master seed."),
            full: bool = typer.Option(False, "--full", help="Also run the larger random cases."),
-           json_out: bool = typer.Option(False, "--json", help="JSON summary on stdout.")):
+           json_out: bool = typer.Option(False, "--json", help="JSON summary on stdout."),
+           jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                              help="Problems verified in parallel (default 2, at most the CPUs).")):
     """Prove the bank: references pass, stubs fail, every known mistake fails and is named.
 
     Example: attn-drill verify gqa rope
     """
     from .verbs.verify import verify as verb
-    _run(verb, list(problems or []), seed, full, json_out)
+    _run(verb, list(problems or []), seed, full, json_out, jobs)
 
 
 from . import cli_classroom, cli_practice  # noqa: E402,F401 - importing them registers their commands

@@ -102,12 +102,12 @@ class _Grading:
     def _static(self) -> bool:
         """Read, parse and vet the file here, in the judge: True when it may run."""
         r = self.report
-        src, problem, message = source.vet(Path(self.target.path), self.spec)
+        src, problem, message, tree = source.vet_tree(Path(self.target.path), self.spec)
         if problem is not None:
             r.status, r.problem_error, r.message = ERROR, problem, message
             return False
-        r.findings = [f.__dict__ for f in source.scan(src, self.spec)]
-        self.preload = policy.imported_modules(src)
+        r.findings = [f.__dict__ for f in source.scan(src, self.spec, tree)]
+        self.preload = policy.imported_modules(src, tree)
         return True
 
     def _cases(self) -> list[Case]:
@@ -149,14 +149,15 @@ class _Grading:
             p = _problem_from_wire(reply["problem"])
             r.status, r.problem_error, r.message = ERROR, p, p.message
             return
-        for case in cases:
-            case.seed = case_seed(self.seed, case.name)
-            if case.device == "cuda" and not torch.cuda.is_available():
-                r.cases.append(CaseResult(case.name, SKIP, case.shapes(), _dtype_name(case.dtype), case.note,
-                                          message=case.cuda_reason + "; this machine has no CUDA"))
-                continue
+        # one case ahead: while the room runs case i, the judge prepares case i + 1 (its float64
+        # truth, its reference in the case dtype) and sends it
+        ahead = self._start(cases[0]) if cases else None
+        for i, case in enumerate(cases):
+            started, ahead = ahead, None
             try:
-                res = self._check_case(case) if case.is_check else self._case(case)
+                if i + 1 < len(cases):
+                    ahead = self._start(cases[i + 1])
+                res = self._finish(started)
             except RoomFailure as exc:
                 res = CaseResult(case.name, FAIL, case.shapes(), _dtype_name(case.dtype), case.note, forward=FAIL,
                                  problem=exc.problem, message=exc.problem.message)
@@ -174,8 +175,36 @@ class _Grading:
                 if self.fail_fast or res.status == ERROR or stub:
                     break
 
-    def _sub(self, data: CaseData) -> Side:
-        reply = self.room.call({"op": "case", "data": data.to_wire(), "trace": True, "repeat": True})
+    def _start(self, case: Case) -> dict:
+        """The judge's share of a case before the room's: the sides it computes, then the request."""
+        case.seed = case_seed(self.seed, case.name)
+        if case.device == "cuda" and not torch.cuda.is_available():
+            return {"case": case, "skip": True}
+        st = {"case": case, "skip": False}
+        if case.is_check:
+            st["prep"] = Prepared(case, self.ref_mod, check=True)
+        else:
+            prep = st["prep"] = Prepared(case, self.ref_mod)
+            st["truth"] = run_side(self.ref_mod, prep.truth, session=None, trace=False, repeat=False,
+                                   probes=self.probes)
+            prep.share_upstream()
+            st["low"] = None if case.dtype == torch.float64 and case.autocast is None else \
+                run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
+        st["ticket"] = self.room.submit({"op": "case", "data": st["prep"].low.to_wire(), "trace": bool(case.trace),
+                                         "repeat": True})
+        return st
+
+    def _finish(self, st: dict) -> CaseResult:
+        case = st["case"]
+        if st["skip"]:
+            return CaseResult(case.name, SKIP, case.shapes(), _dtype_name(case.dtype), case.note,
+                              message=case.cuda_reason + "; this machine has no CUDA")
+        sub = self._side(self.room.result(st["ticket"]))
+        return self._check_case(case, st["prep"], sub) if case.is_check else \
+            self._case(case, st["prep"], st["truth"], st["low"], sub)
+
+    @staticmethod
+    def _side(reply: dict) -> Side:
         if reply.get("problem") and not reply.get("side"):
             return Side(problem=_problem_from_wire(reply["problem"]))
         try:
@@ -184,19 +213,15 @@ class _Grading:
             return Side(problem=UserProblem("runner", f"your code's grading process sent back a reply that "
                                                       f"cannot be read ({exc})"))
 
-    def _case(self, case: Case) -> CaseResult:
-        prep = Prepared(case, self.ref_mod)
-        truth = run_side(self.ref_mod, prep.truth, session=None, trace=False, repeat=False, probes=self.probes)
-        prep.share_upstream()
-        low = None if case.dtype == torch.float64 and case.autocast is None else \
-            run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
-        sub = self._sub(prep.low)
+    def _case(self, case: Case, prep, truth, low, sub) -> CaseResult:
         res, limits = judge(case, truth, low, sub, self.spec)
-        if res.forward == FAIL and res.detail is not None and sub.weights is not None:
-            # only now trace the reference too, to compare the attention weights over (query, key)
+        if res.forward == FAIL and res.detail is not None and self.report.first_failure() is None:
+            # only now trace both sides, to compare the attention weights over (query, key)
+            weights = sub.weights if case.trace else self._side(self.room.call(
+                {"op": "case", "data": prep.low.to_wire(), "trace": True, "repeat": False})).weights
             traced = run_side(self.ref_mod, prep.truth, session=None, trace=True, repeat=False, probes=self.probes)
-            if traced.weights is not None and traced.weights.shape == sub.weights.shape:
-                res.detail["weights"] = weights_detail(sub.weights, traced.weights)
+            if weights is not None and traced.weights is not None and traced.weights.shape == weights.shape:
+                res.detail["weights"] = weights_detail(weights, traced.weights)
         if sub.adapted and sub.adapted not in self.report.warnings:
             self.report.warnings.append(sub.adapted)
         if res.status == FAIL and self.diagnose and not sub.problem and self.report.first_failure() is None:
@@ -230,16 +255,14 @@ class _Grading:
             return Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
         return None
 
-    def _check_case(self, case: Case) -> CaseResult:
+    def _check_case(self, case: Case, prep, sub) -> CaseResult:
         res = CaseResult(case.name, PASS, case.shapes(), _dtype_name(case.dtype), case.note, forward=PASS)
-        prep = Prepared(case, self.ref_mod, check=True)
 
         def ref_side(data):
             return lambda: run_side(self.ref_mod, data, session=None, trace=False, repeat=False,
                                     probes=self.probes).obs
         ref = LazyObs(ref_side(prep.low))      # most checks read only the submission's observation
         case.truth_obs = ref if case.dtype == torch.float64 else LazyObs(ref_side(prep.truth))
-        sub = self._sub(prep.low)
         res.time_ms = sub.seconds * 1000
         if sub.problem:
             res.status, res.forward, res.problem, res.message = FAIL, FAIL, sub.problem, stub_message(sub.problem)

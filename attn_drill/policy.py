@@ -65,18 +65,18 @@ class Refusal:
     kind: str = "refused"        # "import" when the module does not exist at all
 
 
-def check(source: str, path: Path) -> list[Refusal]:
+def check(source: str, path: Path, tree: ast.Module | None = None) -> list[Refusal]:
     """Refusals for a submission and the helper modules it imports from its own folder."""
     out: list[Refusal] = []
     seen: set[Path] = set()
-    _check_file(source, Path(path), out, seen)
+    _check_file(source, Path(path), out, seen, tree)
     return out
 
 
-def imported_modules(source: str) -> list[str]:
+def imported_modules(source: str, tree: ast.Module | None = None) -> list[str]:
     """The allowed modules a source imports (dotted names), to load before its room is forked."""
     try:
-        tree = ast.parse(source)
+        tree = tree or ast.parse(source)
     except SyntaxError:
         return []
     names = []
@@ -89,16 +89,16 @@ def imported_modules(source: str) -> list[str]:
             not any(p.startswith("_") for p in n.split(".") if p != "__future__") and n != "__future__"]
 
 
-def _check_file(source: str, path: Path, out: list, seen: set) -> None:
+def _check_file(source: str, path: Path, out: list, seen: set, tree: ast.Module | None = None) -> None:
     seen.add(path.resolve())
     try:
-        tree = ast.parse(source, str(path))
+        tree = tree or ast.parse(source, str(path))
     except SyntaxError as exc:
         out.append(Refusal(path.name, exc.lineno or 0, f"SyntaxError: {exc.msg}"))
         return
     lines = source.splitlines()
     v = _Visitor(path, lines, out)
-    v.own = {"self", "cls"} | {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    v.own = {"self", "cls"} | {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     v.visit(tree)
     for name in v.local_imports:
         helper = (path.parent / f"{name}.py").resolve()

@@ -174,43 +174,33 @@ class Room:
         self.warnings: list[str] = []
         self.closed = False
         self.cancel_fd: int | None = None       # a readable fd here means: stop (watch's next save)
+        chan.setblocking(False)
+        self._out, self._in = bytearray(), bytearray()
+        self._sent = self._got = 0
+        self._replies: dict[int, object] = {}
 
     def call(self, msg: dict) -> dict:
         """Send one request; the reply, or RoomFailure with the user's line when the room died or hung."""
+        return self.result(self.submit(msg))
+
+    def submit(self, msg: dict) -> int:
+        """Queue a request without waiting for its reply (the judge works meanwhile); a ticket for result()."""
         if self.closed:
             raise RoomFailure(UserProblem("crash", "the grading process of your code has already ended"))
         try:
-            wire.send(self.chan, msg)
-        except (OSError, wire.WireError):
-            raise self._died() from None
-        deadline = time.monotonic() + max(0.0, self.budget - self.used) + GRACE_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._died(hung=True)
-            watch = [self.chan] + ([self.cancel_fd] if self.cancel_fd is not None else [])
-            ready, _, _ = select.select(watch, [], [], left)
-            if self.cancel_fd is not None and self.cancel_fd in ready:
-                self.close()
-                raise Cancelled()
-            if self.chan in ready:
-                break
-        self.chan.settimeout(max(1.0, deadline - time.monotonic()))
-        try:
-            reply = wire.recv(self.chan)
-        except socket.timeout:
-            raise self._died(hung=True) from None
+            self._out += wire.encode(msg)
         except wire.WireError as exc:
-            self.close()
-            raise RoomFailure(UserProblem("runner", f"your code's grading process sent back something that "
-                                                    f"cannot be read ({exc})")) from None
-        except OSError:
-            raise self._died() from None
-        finally:
-            if not self.closed:
-                self.chan.settimeout(None)
-        if reply is None:
-            raise self._died()
+            raise RoomFailure(UserProblem("runner", f"this case cannot be sent to your code's process ({exc})"))
+        self._pump(lambda: not self._out, block=False)
+        self._sent += 1
+        return self._sent - 1
+
+    def result(self, ticket: int) -> dict:
+        """The reply to a submitted request (replies come in order; earlier ones are kept)."""
+        deadline = time.monotonic() + max(0.0, self.budget - self.used) + GRACE_S
+        while ticket not in self._replies:
+            self._pump(lambda: self._parse() or ticket in self._replies, deadline=deadline)
+        reply = self._replies.pop(ticket)
         if not isinstance(reply, dict):
             self.close()
             raise RoomFailure(UserProblem("runner", "your code's grading process sent back something that is "
@@ -223,6 +213,60 @@ class Room:
         if isinstance(reply.get("warnings"), list):
             self.warnings = [str(w)[:500] for w in reply["warnings"][:20]]
         return reply
+
+    def _parse(self) -> bool:
+        """Decode every complete message in the inbox; True when one was."""
+        got = False
+        while len(self._in) >= wire.HEADER_SIZE:
+            total = wire.frame_size(bytes(self._in[:wire.HEADER_SIZE]))
+            if total is None:
+                self.close()
+                raise RoomFailure(UserProblem("runner", "your code's grading process sent back something "
+                                                        "that cannot be read (not a message of this protocol)"))
+            if len(self._in) < total:
+                break
+            raw = bytes(self._in[:total])
+            del self._in[:total]
+            try:
+                self._replies[self._got] = wire.decode(raw)
+            except wire.WireError as exc:
+                self.close()
+                raise RoomFailure(UserProblem("runner", f"your code's grading process sent back something that "
+                                                        f"cannot be read ({exc})")) from None
+            self._got += 1
+            got = True
+        return got
+
+    def _pump(self, done, block: bool = True, deadline: float | None = None) -> None:
+        """Move bytes both ways until done(); reading while writing, so neither side can block the other."""
+        while not done():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise self._died(hung=True)
+            left = 0.0 if not block else (None if deadline is None else max(0.0, deadline - time.monotonic()))
+            watch = [self.chan] + ([self.cancel_fd] if self.cancel_fd is not None else [])
+            readable, writable, _ = select.select(watch, [self.chan] if self._out else [], [], left)
+            if self.cancel_fd is not None and self.cancel_fd in readable:
+                self.close()
+                raise Cancelled()
+            try:
+                if self.chan in writable:
+                    sent = self.chan.send(self._out[:1 << 20])
+                    del self._out[:sent]
+                if self.chan in readable:
+                    part = self.chan.recv(1 << 20)
+                    if not part:
+                        raise self._died()
+                    self._in += part
+                    if len(self._in) > wire.MAX_HEADER + wire.MAX_BLOBS + wire.HEADER_SIZE:
+                        self.close()
+                        raise RoomFailure(UserProblem("runner", "your code's grading process sent back more "
+                                                                "than a reply may hold"))
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                raise self._died() from None
+            if not block and not readable and not writable:
+                return
 
     def _died(self, hung: bool = False) -> RoomFailure:
         if hung:
@@ -288,7 +332,9 @@ class Room:
             return
         self.closed = True
         try:
-            wire.send(self.chan, {"op": "end"})
+            self.chan.setblocking(True)
+            self.chan.settimeout(0.5)
+            self.chan.sendall(bytes(self._out) + wire.encode({"op": "end"}))
         except (OSError, wire.WireError):
             pass
         self.zygote.release(self.pid)

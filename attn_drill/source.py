@@ -33,9 +33,10 @@ def syntax_error(source: str, filename: str) -> dict | None:
 
 def _called_names(tree: ast.AST) -> list[tuple[int, str, bool]]:
     """(line, last name part, is_call) for every Name/Attribute and import alias."""
-    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    nodes = list(ast.walk(tree))
+    calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     out = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute):
             out.append((node.lineno, node.attr, id(node) in calls))
         elif isinstance(node, ast.Name):
@@ -48,9 +49,9 @@ def _called_names(tree: ast.AST) -> list[tuple[int, str, bool]]:
     return out
 
 
-def scan(source: str, spec: Spec) -> list[Finding]:
+def scan(source: str, spec: Spec, tree: ast.Module | None = None) -> list[Finding]:
     """Forbidden names used anywhere, and required APIs called too few times."""
-    tree = ast.parse(source)
+    tree = tree or ast.parse(source)
     names = _called_names(tree)
     findings = []
     forbidden = set(spec.all_forbidden)
@@ -162,6 +163,11 @@ def defined_names(tree: ast.Module) -> set[str]:
 
 
 def vet(path: Path, spec: Spec | None = None) -> tuple[str, UserProblem | None, str]:
+    src, problem, message, _ = vet_tree(path, spec)
+    return src, problem, message
+
+
+def vet_tree(path: Path, spec: Spec | None = None):
     """(source, problem, message): what can be told about a file without running it, in a fraction of
     a second: it cannot be read, does not parse, uses what graded code may not (attn_drill.policy), or
     defines none of the names the problem asks for. Such a file never reaches a room."""
@@ -171,25 +177,27 @@ def vet(path: Path, spec: Spec | None = None) -> tuple[str, UserProblem | None, 
         src = read(path)
     except (UnicodeDecodeError, OSError) as exc:
         why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
-        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file"
-    err = syntax_error(src, str(path))
-    if err:
+        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file", None
+    try:
+        tree = ast.parse(src, str(path))
+    except (SyntaxError, ValueError) as exc:   # ValueError: a NUL byte in the source
+        err = syntax_error(src, str(path)) or {"line": 0, "message": str(exc), "text": ""}
         return src, UserProblem("syntax", f"SyntaxError: {err['message']}",
                                 [Frame(path.name, err["line"], "<module>", err["text"].strip())]), \
-            f"your file does not parse: line {err['line']}: {err['message']}"
-    refused = policy.check(src, path)
+            f"your file does not parse: line {err['line']}: {err['message']}", None
+    refused = policy.check(src, path, tree)
     if refused:
         first = refused[0]
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         return src, UserProblem(first.kind, first.message + more, [Frame(first.file, first.line, "<module>",
                                                                           first.code)]), \
-            f"line {first.line}: {first.message}"
+            f"line {first.line}: {first.message}", tree
     if spec is not None:
-        have = defined_names(ast.parse(src))
+        have = defined_names(tree)
         missing = [n for n in spec.interface if n not in have]
         if len(missing) == len(spec.interface):
             listed = ", ".join(sorted(n for n in have if not n.startswith("_"))) or "nothing"
             msg = (f"your file defines no `{missing[0]}`; it defines: {listed}. Keep the names from the stub "
                    f"(attn-drill new {spec.id} --dir /tmp shows them)")
-            return src, UserProblem("missing", msg), msg
-    return src, None, ""
+            return src, UserProblem("missing", msg), msg, tree
+    return src, None, "", tree

@@ -71,7 +71,8 @@ class Side:
         from .kit import describe
         d["outs"] = [[n, describe(v)] for n, v in self.outs]
         d["obs"] = describe(self.obs)
-        d["ops"] = [o.to_wire() for o in self.ops]
+        import json
+        d["ops"] = json.dumps([o.to_wire() for o in self.ops])   # one string: decoded at C speed
         d["problem"] = None if self.problem is None else {
             "kind": self.problem.kind, "message": self.problem.message,
             "frames": [[f.file, f.line, f.func, f.code] for f in self.problem.frames]}
@@ -284,7 +285,11 @@ def side_from_wire(d) -> Side:
         frames = [Frame(str(f[0])[:200], int(f[1]), str(f[2])[:200], str(f[3])[:500])
                   for f in (p.get("frames") or [])[:16]]
         side.problem = UserProblem(p["kind"][:30], p["message"][:4000], frames)
-    ops = d.get("ops") or []
+    ops = d.get("ops") or "[]"
+    if not isinstance(ops, str) or len(ops) > 200_000_000:
+        raise ValueError("malformed op trace")
+    import json
+    ops = json.loads(ops)
     if not isinstance(ops, list) or len(ops) > 400_000:
         raise ValueError("malformed op trace")
     side.ops = [OpRecord.from_wire(o) for o in ops]

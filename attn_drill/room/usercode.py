@@ -105,6 +105,8 @@ def load_module(path: str, session: Session | None, label: str, source: str | No
     global _counter
     _counter += 1
     src = Path(path).read_text(encoding="utf-8") if source is None else source
+    if session is None:
+        return load_source(src, label, str(path))       # trusted: compiled once per process
     name = f"attn_drill_{label}_{_counter}"
     try:
         code = compile(src, str(path), "exec", dont_inherit=True)
@@ -116,9 +118,6 @@ def load_module(path: str, session: Session | None, label: str, source: str | No
     mod = types.ModuleType(name)
     mod.__file__ = str(path)
     sys.modules[name] = mod
-    if session is None:
-        exec(code, mod.__dict__)
-        return mod
     try:
         with session.user():
             exec(code, mod.__dict__)
@@ -131,11 +130,21 @@ def load_module(path: str, session: Session | None, label: str, source: str | No
     return mod
 
 
+_COMPILED: dict[tuple[str, str], types.CodeType] = {}
+
+
 def load_source(src: str, label: str, filename: str | None = None) -> types.ModuleType:
+    """Trusted source (a reference, grader, probe file, mutant) as a fresh module; compiled once."""
     global _counter
     _counter += 1
     mod = types.ModuleType(f"attn_drill_{label}_{_counter}")
     mod.__file__ = filename or f"<{label}>"
     sys.modules[mod.__name__] = mod
-    exec(compile(src, mod.__file__, "exec", dont_inherit=True), mod.__dict__)
+    key = (mod.__file__, src)
+    code = _COMPILED.get(key)
+    if code is None:
+        code = _COMPILED[key] = compile(src, mod.__file__, "exec", dont_inherit=True)
+        if len(_COMPILED) > 512:
+            _COMPILED.pop(next(iter(_COMPILED)))
+    exec(code, mod.__dict__)
     return mod

@@ -20,6 +20,15 @@ MAX_BLOBS = 1 << 30            # tensor bytes in one message
 MAX_TENSORS = 20_000
 MAX_DEPTH = 64
 _HEAD = struct.Struct("<4sQQ")
+HEADER_SIZE = _HEAD.size
+
+
+def frame_size(head: bytes) -> int | None:
+    """The whole size of the message that starts with this header, or None if it is not one of ours."""
+    magic, hlen, blen = _HEAD.unpack(head)
+    if magic != MAGIC or hlen > MAX_HEADER or blen > MAX_BLOBS:
+        return None
+    return _HEAD.size + hlen + blen
 
 
 class WireError(ValueError):

@@ -51,8 +51,10 @@ def _warm_steps():
     warnings.resetwarnings()
 
 
-def _preload(names) -> None:
-    """Modules a submission will import (matplotlib takes 0.4 s): imported here, before the fork."""
+def _preload(names) -> bool:
+    """Modules a submission will import (matplotlib takes 0.4 s): imported here, before the fork.
+    True when something new was imported."""
+    new = False
     for name in names or ():
         if not isinstance(name, str) or name in sys.modules:
             continue
@@ -61,8 +63,10 @@ def _preload(names) -> None:
                 import matplotlib
                 matplotlib.use("Agg", force=True)
             __import__(name)
+            new = True
         except Exception:  # noqa: BLE001 - the room reports the import error itself
             pass
+    return new
 
 
 def serve(control: socket.socket) -> None:
@@ -75,6 +79,8 @@ def serve(control: socket.socket) -> None:
     rooms: set[int] = set()
     released: dict[int, float] = {}     # pid -> when to kill it if it has not ended by itself
     warming = None
+    spare = None                        # a room forked ahead of its request: (pid, channel, traceback pipe)
+    spare_memory = None
     try:
         while True:
             _reap(rooms, released)
@@ -101,8 +107,12 @@ def serve(control: socket.socket) -> None:
                 continue
             op = msg.get("op")
             if op == "fork":
-                _preload(msg.get("preload"))
-                _fork(control, rooms, float(msg.get("memory_gb", 6.0)))
+                memory_gb = float(msg.get("memory_gb", 6.0))
+                if (_preload(msg.get("preload")) or memory_gb != spare_memory) and spare is not None:
+                    _drop(spare, rooms)         # it was forked without what this request needs
+                    spare = None
+                _hand(control, spare or _spawn(control, rooms, memory_gb))
+                spare, spare_memory = _spawn(control, rooms, memory_gb), memory_gb   # the next one, ahead
                 if warming is None and msg.get("warm", True) and not getattr(serve, "warmed", False):
                     serve.warmed = True
                     warming = _warm_steps()      # while the first room works: the next ones start warm
@@ -118,6 +128,9 @@ def serve(control: socket.socket) -> None:
             elif op == "quit":
                 break
     finally:
+        if spare is not None:
+            spare[1].close()
+            os.close(spare[2])
         for pid in list(rooms):
             _kill(pid, rooms)
             _wait(pid, 1.0, rooms)
@@ -141,7 +154,8 @@ def _reap(rooms: set, released: dict) -> None:
             _kill(pid, rooms)
 
 
-def _fork(control, rooms: set, memory_gb: float) -> None:
+def _spawn(control, rooms: set, memory_gb: float) -> tuple[int, socket.socket, int]:
+    """Fork a room: it warms itself up (its own copy-on-write faults) and waits for its first request."""
     import gc
     gc.freeze()       # what exists now is never traversed by a room's collector: no copy-on-write storm
     chan_judge, chan_room = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -159,11 +173,24 @@ def _fork(control, rooms: set, memory_gb: float) -> None:
     chan_room.close()
     os.close(tb_w)
     rooms.add(pid)
+    return pid, chan_judge, tb_r
+
+
+def _hand(control, room) -> None:
+    pid, chan_judge, tb_r = room
     try:
         socket.send_fds(control, [json.dumps({"pid": pid}).encode()], [chan_judge.fileno(), tb_r])
     finally:
         chan_judge.close()
         os.close(tb_r)
+
+
+def _drop(room, rooms: set) -> None:
+    pid, chan_judge, tb_r = room
+    chan_judge.close()
+    os.close(tb_r)
+    _kill(pid, rooms)
+    _wait(pid, 1.0, rooms)
 
 
 def _wait(pid: int, timeout: float, rooms: set):

@@ -1,9 +1,12 @@
 """`verify`: prove the bank. Every spec loads, every reference passes, every untouched stub fails,
-every known mistake fails and is diagnosed as itself. One worker: torch is imported once."""
+every known mistake fails and is diagnosed as itself. One judge worker per job (default: 2, or the
+CPU count if smaller); each imports torch once."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -84,23 +87,57 @@ def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path)
     return row
 
 
-def verify(ids: list[str], seed: int, full: bool, as_json: bool) -> int:
+def _jobs(requested: int | None, n: int) -> int:
+    return max(1, min(n, requested or min(2, os.cpu_count() or 1)))
+
+
+def verify(ids: list[str], seed: int, full: bool, as_json: bool, jobs: int | None = None) -> int:
     for pid in ids:
         bank.get(pid)
     ids = ids or bank.ids()
-    rows = []
+    rows: dict[str, Row] = {}
     t0 = time.perf_counter()
     con = render.console()
-    with WorkerClient() as client, tempfile.TemporaryDirectory(prefix="attn-drill-verify-") as tmp:
-        for pid in ids:
-            row = verify_one(pid, client, seed, full, Path(tmp))
-            rows.append(row)
+    done = threading.Condition()
+    todo = list(reversed(ids))
+
+    def work(tmp: Path) -> None:
+        with WorkerClient() as client:
+            while True:
+                with done:
+                    if not todo:
+                        return
+                    pid = todo.pop()
+                try:
+                    row = verify_one(pid, client, seed, full, tmp)
+                except Exception as exc:  # noqa: BLE001 - a tool error on one problem: say so, go on
+                    row = Row(pid)
+                    row.fail(f"the grader itself failed: {str(exc).strip().splitlines()[-1]}")
+                with done:
+                    rows[pid] = row
+                    done.notify_all()
+
+    with tempfile.TemporaryDirectory(prefix="attn-drill-verify-") as tmp:
+        # one judge per job; each problem's files in its own folder of the temporary one
+        threads = [threading.Thread(target=work, args=(Path(tmp) / f"job{i}",), daemon=True)
+                   for i in range(_jobs(jobs, len(ids)))]
+        for i, t in enumerate(threads):
+            (Path(tmp) / f"job{i}").mkdir()
+            t.start()
+        for pid in ids:                            # print in the bank's order as rows arrive
+            with done:
+                while pid not in rows:
+                    done.wait()
+                row = rows[pid]
             if not as_json:
                 mark = Text("ok  ", style="green") if row.ok else Text("FAIL", style="red")
                 con.print(mark, f"{pid:<20} reference {row.reference:<5} stub {row.stub:<6} "
                                 f"mutants {row.mutants_caught}/{row.mutants}  {row.seconds:.1f} s")
                 for p in row.problems:
                     con.print(Text(f"      {p}", style="red"))
+        for t in threads:
+            t.join()
+    rows = [rows[pid] for pid in ids]
     total = time.perf_counter() - t0
     ok = all(r.ok for r in rows)
     if as_json:
