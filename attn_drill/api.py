@@ -63,19 +63,23 @@ class MaxNumel(TraceRule):
 
 @dataclass
 class OpInputDtype(TraceRule):
-    """Every call of an op whose name contains `op` must receive `dtype` inputs (e.g. softmax in fp32)."""
-    op: str
+    """Every call of an op whose name contains `op` (or any of several, e.g. ("softmax", "exp"): a
+    softmax however it is written) must receive `dtype` inputs, and at least one must run."""
+    op: str | tuple[str, ...]
     dtype: torch.dtype
     phases: tuple = ("forward",)
 
     def check(self, ops, case):
-        seen = [o for o in ops if self.op in o.name and o.phase in self.phases]
+        names = (self.op,) if isinstance(self.op, str) else tuple(self.op)
+        seen = [o for o in ops if o.phase in self.phases and any(f"aten.{n}" in o.name or f"aten._{n}" in o.name
+                                                                 for n in names)]
+        what = " or ".join(names)
         if not seen:
-            return f"no {self.op} op ran; this case checks what {self.op} receives"
+            return f"no {what} op ran; this case checks what {what} receives"
         bad = [o for o in seen if o.in_dtypes and o.in_dtypes[0] != self.dtype]
         if bad:
             return (f"{bad[0].name} received {bad[0].in_dtypes[0]} input; it must receive {self.dtype} "
-                    f"(upcast before the {self.op})")
+                    f"(upcast before the {what})")
         return None
 
 
@@ -92,6 +96,23 @@ class NoAutograd(TraceRule):
             return (f"autograd ran {len(ran)} op(s) ({', '.join(names[:4])}) inside your function: "
                     f"{self.what} must be computed by your own code, not by torch.autograd")
         return None
+
+
+# Words a grader puts in Case.traits. When the cases that fail share a trait that no passing case
+# has, the report says so (a failure only at B = 1, only with large logits...): see attn_drill.symptoms.
+# The dtype is a trait by itself (fp64, fp32, bf16, fp16); so is "grad" for a gradient-only failure.
+TRAITS = {
+    "b1": "batch size 1",
+    "l1": "sequence length 1",
+    "lq_ne_lk": "a query length different from the key length",
+    "dv_ne_d": "a value head dim different from the query/key head dim",
+    "large_logits": "large logits (scores in the hundreds)",
+    "pad": "key padding",
+    "causal": "a causal mask",
+    "mask3d": "a per-batch (3-D) attention mask",
+    "long": "a long sequence",
+    "h1": "a single head",
+}
 
 
 @dataclass
@@ -117,6 +138,7 @@ class Case:
     output_names: tuple[str, ...] | None = None  # names for tuple outputs, e.g. ("dQ", "dK", "dV")
     axes: tuple[str, str] = ("position", "feature")  # labels of the last two dims for the heatmap
     cuda_reason: str = "needs a CUDA device"
+    traits: tuple[str, ...] = ()        # what sets this case apart, for symptom rules: see TRAITS
     seed: int = 0                       # filled in by the engine from the master seed and name
     truth_obs: Any = None               # check cases: the reference's observation in float64 (set by the engine)
 
@@ -225,4 +247,4 @@ def _numel(shape) -> int:
 
 
 __all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype", "NoAutograd",
-           "on_cuda", "padding_mask", "causal_keep", "case_seed", "type_name"]
+           "on_cuda", "padding_mask", "causal_keep", "case_seed", "type_name", "TRAITS"]

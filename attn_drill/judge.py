@@ -23,7 +23,8 @@ def _value_str(v) -> str:
     return f"{type(v).__name__} {v!r}"[:120]
 
 
-def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bool = True) -> tuple[CaseResult, dict]:
+def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bool = True,
+           tol_dtype=None) -> tuple[CaseResult, dict]:
     res = CaseResult(case.name, PASS, case.shapes(), str(case.dtype).replace("torch.", ""), case.note)
     if case.autocast is not None:
         res.dtype += f" autocast {str(case.autocast).replace('torch.', '')}"
@@ -53,7 +54,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 return _fail(res, "forward", f"`{name}` should be a tensor; got {_value_str(got)}"), limits
             if tuple(got.shape) != tuple(t.shape):
                 return _fail(res, "forward", f"`{name}` has shape {list(got.shape)}; expected {list(t.shape)}"), limits
-            want_dtype = low_map[name].dtype if low and isinstance(low_map.get(name), torch.Tensor) else \
+            want_dtype = low_map[name].dtype if low and tol_dtype is None and isinstance(low_map.get(name), torch.Tensor) else \
                 (case.dtype if t.is_floating_point() else t.dtype)
             if got.dtype != want_dtype:
                 return _fail(res, "forward", f"`{name}` has dtype {got.dtype}; expected {want_dtype} "
@@ -68,7 +69,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 continue
             if not torch.isfinite(t).all():
                 raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
-            cmp = compare(got, t, low_map.get(name), _tol_dtype(case), grad=False, rtol=case.rtol)
+            cmp = compare(got, t, low_map.get(name), tol_dtype or _tol_dtype(case), grad=False, rtol=case.rtol)
             limits[name] = cmp
             worst = _worse(worst, (name, cmp, got, t))
         else:
@@ -103,7 +104,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 return _fail(res, "gradient", f"gradient of `{key}` has shape {list(sg.shape)}; "
                                               f"expected {list(tg.shape)}"), limits
             lg = low.grads.get(key) if low else None
-            cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
+            cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol)
             limits["grad " + key] = cmp
             gworst = _worse(gworst, (key, cmp, sg, tg))
         if gworst is not None and not gworst[1]["ok"]:
@@ -124,12 +125,14 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
     return res, limits
 
 
-def judge(case: Case, truth: Side, low: Side | None, side: Side, spec, rules: bool = True) -> tuple[CaseResult, dict]:
+def judge(case: Case, truth: Side, low: Side | None, side: Side, spec, rules: bool = True,
+          tol_dtype=None) -> tuple[CaseResult, dict]:
     """The whole verdict on one side of a case: outputs, input gradients, trace rules (unless `rules`
-    is off: a side run without the tracer), parameter gradients."""
-    res, limits = _judge(case, truth, low, side, spec, rules)
+    is off: a side run without the tracer), parameter gradients. `tol_dtype` judges by another
+    dtype's rule (a float64 case at float32's, with `low` the reference in float32)."""
+    res, limits = _judge(case, truth, low, side, spec, rules, tol_dtype)
     if res.status == PASS and case.grad and case.init is not None:
-        res = _judge_param_grads(res, case, truth, low, side, limits)
+        res = _judge_param_grads(res, case, truth, low, side, limits, tol_dtype)
     return res, limits
 
 
@@ -147,7 +150,8 @@ def _worse(current, candidate):
     return candidate if key(candidate) > key(current) else current
 
 
-def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits) -> CaseResult:
+def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | None, sub: Side, limits,
+                       tol_dtype=None) -> CaseResult:
     """Gradients of parameters, compared in the submission's layout (merged or separate projections)."""
     mapping = sub.mapping or {}
     t_by_ref = {k[len("param "):]: v for k, v in truth.grads.items() if k.startswith("param ") and v is not None}
@@ -170,7 +174,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         if sg is None:
             return _fail(res, "gradient", f"no gradient reaches parameter `{sub_name}`: is it used, and is "
                                           f"nothing detached?")
-        cmp = compare(sg, tg, lg, _tol_dtype(case), grad=True, rtol=case.rtol)
+        cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol)
         limits["grad param " + sub_name] = cmp
         worst = _worse(worst, (sub_name, cmp, sg, tg))
     if worst is not None and not worst[1]["ok"]:

@@ -53,6 +53,7 @@ class CaseResult:
     problem: UserProblem | None = None  # an exception inside this case
     diagnosis: Diagnosis | None = None
     checks: list[str] = field(default_factory=list)  # messages of failed custom checks
+    warning: str = ""                   # passed, with something to say (float32-level error in float64)
 
     @classmethod
     def from_dict(cls, d):

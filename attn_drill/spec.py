@@ -85,6 +85,7 @@ class Spec:
     seed_section: int | None = None
     cuda: str = "none"      # none | optional: whether the grader has CUDA-only cases
     time_limit: float = 30.0  # seconds for one grading of one file
+    full_float64: bool = False  # the statement asks float64 inputs to stay float64: float32-level error fails
     settings: dict[str, Any] = field(default_factory=dict)  # free-form, handed to the grader
 
     @property
@@ -186,7 +187,7 @@ def parse_spec(data: Any, path: Path) -> Spec:
         raise SpecError(path, "settings", "should be a mapping", "e.g. settings: {heads: [2, 3]}")
     known = {"format_version", "id", "title", "statement", "difficulty", "tags", "minutes", "kind",
              "interface", "hints", "mistakes", "forbidden", "allow", "required", "seed_section", "cuda",
-             "time_limit", "settings"}
+             "time_limit", "settings", "full_float64"}
     extra = sorted(set(data) - known)
     if extra:
         raise SpecError(path, extra[0], "is not a known field",
@@ -202,6 +203,7 @@ def parse_spec(data: Any, path: Path) -> Spec:
         required=tuple(required),
         seed_section=data.get("seed_section"), cuda=cuda,
         time_limit=float(data.get("time_limit", 30.0)), settings=settings,
+        full_float64=bool(data.get("full_float64", False)),
     )
 
 
