@@ -212,6 +212,34 @@ class Ctx:
         return lens
 
 
+def traits(*, B: int | None = None, L: int | None = None, Lq: int | None = None, Lk: int | None = None,
+           D: int | None = None, Dv: int | None = None, H: int | None = None, pad: bool = False,
+           mask: str | None = None, large_logits: bool = False, long_from: int = 64) -> tuple[str, ...]:
+    """Case.traits from a case's sizes and masks (see TRAITS): traits(B=1, L=7, pad=True, mask="causal")."""
+    Lq = Lq if Lq is not None else L
+    Lk = Lk if Lk is not None else Lq
+    out = []
+    if B == 1:
+        out.append("b1")
+    if Lq == 1 or Lk == 1:
+        out.append("l1")
+    if Lq is not None and Lk is not None and Lq != Lk:
+        out.append("lq_ne_lk")
+    if D is not None and Dv is not None and D != Dv:
+        out.append("dv_ne_d")
+    if H == 1:
+        out.append("h1")
+    if pad:
+        out.append("pad")
+    if mask in ("causal", "random3d", "mask3d"):
+        out.append("causal" if mask == "causal" else "mask3d")
+    if large_logits:
+        out.append("large_logits")
+    if max(Lq or 0, Lk or 0) >= long_from:
+        out.append("long")
+    return tuple(out)
+
+
 def on_cuda(case: Case, dtype: torch.dtype = torch.float16, autocast: torch.dtype | None = None,
             name: str | None = None) -> Case:
     """A CUDA variant of a case (the GPU tier): the same inputs on the device, in `dtype` (float16 by
@@ -247,4 +275,4 @@ def _numel(shape) -> int:
 
 
 __all__ = ["Case", "Ctx", "Failure", "OpRecord", "OpTracer", "TraceRule", "MaxNumel", "OpInputDtype", "NoAutograd",
-           "on_cuda", "padding_mask", "causal_keep", "case_seed", "type_name", "TRAITS"]
+           "on_cuda", "padding_mask", "causal_keep", "case_seed", "type_name", "TRAITS", "traits"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from . import bank, policy, source
+from . import bank, policy, source, symptoms
 from .api import Case, Ctx, Failure, case_seed
 from .compare import weights_detail
 from .judge import GraderBug, judge, mutant_match, stub_message
@@ -76,6 +76,9 @@ class _Grading:
         self.room = None
         self.mutants = None
         self.probes = None
+        self.runs: list = []              # (case, its state, its result), in order
+        self.named = None                 # (mistake id, case) when a mutant named the first failure
+        self.first_evidence = None        # (case, output, truth, (weights, reference weights), bound)
 
     def run(self) -> Report:
         t_start = time.perf_counter()
@@ -167,6 +170,7 @@ class _Grading:
                 r.replay = self._replay(case.name)
                 break
             r.cases.append(res)
+            self.runs.append((case, started, res))
             if res.warning and not any(res.warning.split(" (")[0] in w for w in r.warnings):
                 r.warnings.append(f"{res.name}: {res.warning}")
             if res.diagnosis and r.diagnosis is None:
@@ -177,6 +181,58 @@ class _Grading:
                 stub = res.message.startswith("not written yet")
                 if self.fail_fast or res.status == ERROR or stub:
                     break
+        self._explain()
+
+    def _explain(self) -> None:
+        """After the cases: keep a mutant's name only if it fits every case that ran; without a name,
+        the symptom rules (attn_drill.symptoms) say what the failures have in common."""
+        r = self.report
+        if r.diagnosis is not None and self.named is not None and not self.fail_fast and not self._consistent():
+            for c in r.cases:
+                if c.diagnosis and c.diagnosis.mistake == r.diagnosis.mistake:
+                    c.diagnosis = None
+            r.diagnosis = None
+        if r.diagnosis is not None or r.first_failure() is None:
+            return
+        first = self.first_evidence
+        sym = None
+        if first is not None:
+            case, sub_out, truth_out, weights, bound = first
+            traits = symptoms.traits_of(case)
+            if weights is not None:                  # the most specific evidence first
+                sym = symptoms.weights_pattern(weights[0], weights[1], case.kwargs)
+            if sym is None:
+                sym = symptoms.nan_rows(sub_out, truth_out, traits)
+            if sym is None:
+                sym = symptoms.padded_batches_only(sub_out, truth_out, case.kwargs, bound)
+        if sym is None:
+            ran = [(res, case) for case, _, res in self.runs]
+            sym = symptoms.across_cases([x for x, _ in ran], [c for _, c in ran])
+        if sym is not None:
+            r.symptom = Diagnosis(sym.id, sym.en, sym.zh)
+
+    def _consistent(self) -> bool:
+        """The named mistake's mutant fails exactly where the submission fails, with its numbers."""
+        mid, named_case = self.named
+        mmod = (self.mutants or {}).get(mid)
+        if mmod is None:
+            return True
+        for case, st, res in self.runs:
+            if case.name == named_case or case.is_check or st.get("skip") or res.status not in (PASS, FAIL) \
+                    or res.problem is not None:
+                continue
+            try:
+                mut = run_side(mmod, st["prep"].low, session=None, trace=bool(case.trace), repeat=False,
+                               probes=self.probes)
+            except Exception:  # noqa: BLE001 - a mutant that crashes where the submission did not
+                return False
+            mres, _ = self._judged(case, st["prep"], st["truth"], st["low"], mut, rules=bool(case.trace))
+            if res.status == PASS and mres.status != PASS:
+                return False
+            if res.status == FAIL and (mres.status == PASS or
+                                       mutant_match(st["sub"], mut, st.get("limits", {})) is None):
+                return False
+        return True
 
     def _start(self, case: Case) -> dict:
         """The judge's share of a case before the room's: the sides it computes, then the request."""
@@ -193,6 +249,9 @@ class _Grading:
             prep.share_upstream()
             st["low"] = None if case.dtype == torch.float64 and case.autocast is None else \
                 run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
+            if st["low"] is not None:
+                st["low"].others = [run_side(self.ref_mod, prep.nudged(k), session=None, trace=False, repeat=False,
+                                             probes=self.probes) for k in range(NUDGED_RUNS)]
         st["ticket"] = self.room.submit({"op": "case", "data": st["prep"].low.to_wire(), "trace": bool(case.trace),
                                          "repeat": True})
         return st
@@ -202,9 +261,9 @@ class _Grading:
         if st["skip"]:
             return CaseResult(case.name, SKIP, case.shapes(), _dtype_name(case.dtype), case.note,
                               message=case.cuda_reason + "; this machine has no CUDA")
-        sub = self._side(self.room.result(st["ticket"]))
+        sub = st["sub"] = self._side(self.room.result(st["ticket"]))
         return self._check_case(case, st["prep"], sub) if case.is_check else \
-            self._case(case, st["prep"], st["truth"], st["low"], sub)
+            self._case(case, st["prep"], st["truth"], st["low"], sub, st)
 
     @staticmethod
     def _side(reply: dict) -> Side:
@@ -223,19 +282,33 @@ class _Grading:
             res, limits = self._precision(case, prep, truth, side, res, limits)
         return res, limits
 
-    def _case(self, case: Case, prep, truth, low, sub) -> CaseResult:
+    def _case(self, case: Case, prep, truth, low, sub, st: dict | None = None) -> CaseResult:
         res, limits = self._judged(case, prep, truth, low, sub)
-        if res.forward == FAIL and res.detail is not None and self.report.first_failure() is None:
+        if st is not None:
+            st["limits"] = limits
+        first = res.status == FAIL and self.report.first_failure() is None
+        weights = None
+        if res.forward == FAIL and first and (res.detail is not None or sub.problem is None):
             # only now trace both sides, to compare the attention weights over (query, key)
-            weights = sub.weights if case.trace else self._side(self.room.call(
+            w_sub = sub.weights if case.trace else self._side(self.room.call(
                 {"op": "case", "data": prep.low.to_wire(), "trace": True, "repeat": False})).weights
             traced = run_side(self.ref_mod, prep.truth, session=None, trace=True, repeat=False, probes=self.probes)
-            if weights is not None and traced.weights is not None and traced.weights.shape == weights.shape:
-                res.detail["weights"] = weights_detail(weights, traced.weights)
+            if w_sub is not None and traced.weights is not None and traced.weights.shape == w_sub.shape:
+                weights = (w_sub, traced.weights)
+                if res.detail is not None:
+                    res.detail["weights"] = weights_detail(w_sub, traced.weights)
+        if first and not sub.problem:
+            name = res.tensor if res.tensor in dict(sub.outs) else (sub.outs[0][0] if sub.outs else None)
+            got, want = dict(sub.outs).get(name), dict(truth.outs).get(name)
+            bound = (res.compare or {}).get("allowed_abs", 1e-6)
+            self.first_evidence = (case, got, want, weights, bound) if isinstance(got, torch.Tensor) and \
+                isinstance(want, torch.Tensor) else (case, None, None, weights, bound)
         if sub.adapted and sub.adapted not in self.report.warnings:
             self.report.warnings.append(sub.adapted)
         if res.status == FAIL and self.diagnose and not sub.problem and self.report.first_failure() is None:
             res.diagnosis = self._mutant_named(case, prep, truth, low, sub, res, limits)
+            if res.diagnosis is not None:
+                self.named = (res.diagnosis.mistake, case.name)
         return res
 
     def _precision(self, case: Case, prep, truth, sub, res: CaseResult, limits: dict):
@@ -367,6 +440,8 @@ class _Grading:
             r.replay = ""
 
 
+NUDGED_RUNS = 3        # extra low-precision runs of the reference, on nudged inputs, per case
+
 PRECISION_NOTE = ("float32-level error in a float64 case (relative error {err}): a float32 constant "
                   "(torch.tensor of Python floats is float32), a .float() upcast, or a float32 buffer? "
                   "It passes: in float64 cases, rounding at float32 level is not a mistake of logic")
@@ -419,6 +494,20 @@ class Prepared:
                               kwargs=_cast(case.kwargs, d, truth=True),
                               params={n: p.to(torch.float64) for n, p in params_low.items()}, **common)
         self.truth.upstream = _Upstream(case)
+
+    def nudged(self, k: int) -> CaseData:
+        """The low-precision data with every floating input and parameter moved by one unit in the last
+        place, up or down at random: a rounding path of its own for the reference."""
+        gen = torch.Generator().manual_seed(case_seed(self.case.seed, f"nudge:{k}"))
+
+        def nudge(v):
+            if not (isinstance(v, torch.Tensor) and v.is_floating_point()) or v.numel() == 0:
+                return v
+            up = torch.rand(v.shape, generator=gen) < 0.5
+            inf = torch.tensor(float("inf"), dtype=v.dtype)
+            return torch.where(up, torch.nextafter(v, inf), torch.nextafter(v, -inf))
+        return dataclasses.replace(self.low, inputs={n: nudge(v) for n, v in self.low.inputs.items()},
+                                   params={n: nudge(v) for n, v in self.low.params.items()})
 
     def share_upstream(self) -> None:
         """The upstream gradients the truth used, in the case dtype, for the other sides."""

@@ -69,7 +69,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 continue
             if not torch.isfinite(t).all():
                 raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
-            cmp = compare(got, t, low_map.get(name), tol_dtype or _tol_dtype(case), grad=False, rtol=case.rtol)
+            cmp = compare(got, t, _runs(low, name), tol_dtype or _tol_dtype(case), grad=False, rtol=case.rtol)
             limits[name] = cmp
             worst = _worse(worst, (name, cmp, got, t))
         else:
@@ -103,8 +103,8 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
             if tuple(sg.shape) != tuple(tg.shape):
                 return _fail(res, "gradient", f"gradient of `{key}` has shape {list(sg.shape)}; "
                                               f"expected {list(tg.shape)}"), limits
-            lg = low.grads.get(key) if low else None
-            cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol)
+            cmp = compare(sg, tg, _runs(low, key, grads=True), tol_dtype or _tol_dtype(case), grad=True,
+                          rtol=case.rtol)
             limits["grad " + key] = cmp
             gworst = _worse(gworst, (key, cmp, sg, tg))
         if gworst is not None and not gworst[1]["ok"]:
@@ -155,19 +155,21 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
     """Gradients of parameters, compared in the submission's layout (merged or separate projections)."""
     mapping = sub.mapping or {}
     t_by_ref = {k[len("param "):]: v for k, v in truth.grads.items() if k.startswith("param ") and v is not None}
-    l_by_ref = {k[len("param "):]: v for k, v in (low.grads.items() if low else []) if k.startswith("param ")}
+    lows = [] if low is None else [low] + list(getattr(low, "others", ()))
     worst = None
     for sub_name, plan in mapping.items():
         try:
             tg = apply(plan, t_by_ref)
         except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
             continue
-        lg = None
-        if low and all(v is not None for v in l_by_ref.values()):
-            try:
-                lg = apply(plan, l_by_ref)
-            except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
-                lg = None
+        lg = []
+        for side in lows:
+            by_ref = {k[len("param "):]: v for k, v in side.grads.items() if k.startswith("param ")}
+            if all(v is not None for v in by_ref.values()):
+                try:
+                    lg.append(apply(plan, by_ref))
+                except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
+                    pass
         sg = sub.grads.get(f"param {sub_name}", _MISSING)
         if sg is _MISSING:
             continue
@@ -192,6 +194,18 @@ def stub_message(problem: UserProblem) -> str:
         fr = problem.frames[-1]
         return f"not written yet: {fr.file}:{fr.line} in {fr.func} still raises NotImplementedError"
     return problem.message
+
+
+def _runs(low: Side | None, name: str, grads: bool = False) -> list:
+    """The reference's value of `name` in the case dtype, from every low-precision run there is."""
+    if low is None:
+        return []
+    out = []
+    for side in [low] + list(getattr(low, "others", ())):
+        v = side.grads.get(name) if grads else dict(side.outs).get(name)
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+    return out
 
 
 def _tol_dtype(case: Case):

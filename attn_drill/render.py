@@ -54,6 +54,10 @@ def report(r: Report, title: str = "", lang: str = "en", width: int = 80) -> Gro
         text = r.diagnosis.zh if lang == "zh" else r.diagnosis.en
         parts.append(Panel(Text(text), title=f"looks like a known mistake: {r.diagnosis.mistake}",
                            border_style="magenta", expand=True))
+    elif r.symptom:
+        text = r.symptom.zh if lang == "zh" else r.symptom.en
+        parts.append(Panel(Text(text), title=f"what the failure shows: {r.symptom.mistake}",
+                           border_style="magenta", expand=True))
     for w in r.warnings:
         parts.append(Text(f"  note: {w}", style="yellow"))
     if r.output.strip():
@@ -245,6 +249,7 @@ def exercism(r: Report) -> dict:
         "attn_drill": {"problem": r.problem, "file": r.file, "seed": r.seed, "full": r.full,
                        "seconds": round(r.seconds, 3), "replay": r.replay or None,
                        "diagnosis": r.diagnosis.mistake if r.diagnosis else None,
+                       "symptom": r.symptom.mistake if r.symptom else None,
                        "findings": r.findings, "warnings": r.warnings,
                        "output": (r.output[:500] or None)},
     }

@@ -60,8 +60,9 @@ class CaseResult:
         d = dict(d)
         if d.get("problem"):
             d["problem"] = UserProblem.from_dict(d["problem"])
-        if d.get("diagnosis"):
-            d["diagnosis"] = Diagnosis(**d["diagnosis"])
+        for key in ("diagnosis", "symptom"):
+            if d.get(key):
+                d[key] = Diagnosis(**d[key])
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -76,7 +77,8 @@ class Report:
     cases: list[CaseResult] = field(default_factory=list)
     problem_error: UserProblem | None = None   # the file could not be graded at all
     findings: list[dict] = field(default_factory=list)  # forbidden / required API findings
-    diagnosis: Diagnosis | None = None
+    diagnosis: Diagnosis | None = None  # a known mistake (its mutant matched)
+    symptom: Diagnosis | None = None    # when no known mistake matched: what the failures have in common
     replay: str = ""
     output: str = ""                     # what the user's code printed
     warnings: list[str] = field(default_factory=list)
@@ -99,7 +101,8 @@ class Report:
         d["cases"] = [CaseResult.from_dict(c) for c in d.get("cases", [])]
         if d.get("problem_error"):
             d["problem_error"] = UserProblem.from_dict(d["problem_error"])
-        if d.get("diagnosis"):
-            d["diagnosis"] = Diagnosis(**d["diagnosis"])
+        for key in ("diagnosis", "symptom"):
+            if d.get(key):
+                d[key] = Diagnosis(**d[key])
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})

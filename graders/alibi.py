@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
 
 TARGET = "AlibiSelfAttention"
 
@@ -88,7 +88,7 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, scale=1.0):
         notes.append("large logits")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, mask="causal", large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -97,12 +97,14 @@ def cases(ctx: Ctx) -> list[Case]:
              probe_args={"calls": [{"args": [n]} for n in HEAD_COUNTS]}, check=check_slopes, grad=False,
              note="paper's slopes, 1-24 heads"),
         _case(ctx, "h6_fp64", 2, 7, 6, 3, torch.float64),
-        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _case(ctx, "b1_fp64", 1, 6, 2, 3, torch.float64),
+        _case(ctx, "l1_fp64", 3, 1, 2, 3, torch.float64),
+        _case(ctx, "random_fp64", ctx.int(2, 4), ctx.int(2, 13), ctx.int(2, 9), ctx.int(2, 5), torch.float64, pad=True),
         _case(ctx, "h12_pad_fp64", 3, 9, 12, 2, torch.float64, pad=True),
         _case(ctx, "h5_pad_fp32", 2, 13, 5, 4, torch.float32, pad=True),
         _case(ctx, "large_logits_fp32", 2, 6, 3, 9, torch.float32, scale=60.0),
         _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
-        _case(ctx, "long_l97_fp32", 1, 97, 6, 4, torch.float32),
+        _case(ctx, "long_fp32", ctx.int(1, 2), ctx.int(64, 97), 6, 4, torch.float32, pad=True),
     ]
     if ctx.full:
         for i in range(6):

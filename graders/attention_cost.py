@@ -61,20 +61,36 @@ def _call(sizes: dict) -> tuple[list, dict]:
     return args, kwargs
 
 
+_SIBLING_BYTES = {1: 4, 2: 4, 4: 1, 8: 2}    # a second call with another element size tells the mistakes apart
+
+
+def _sibling(sizes: dict) -> dict:
+    nb = sizes.get("bytes_per_elem", 2)
+    return dict(sizes, bytes_per_elem=_SIBLING_BYTES[nb])
+
+
 def _check(sub, ref, case: Case):
+    """sub: the pair returned for the case's sizes, then for the same sizes at another bytes_per_elem."""
     k = case.probe_args["sizes"]
     B, H, L, D = k["B"], k["H"], k["L"], k["D"]
     Lk = k.get("Lk") or L
-    nbytes = torch.empty((), dtype=case.dtype).element_size()
+    nbytes = k.get("bytes_per_elem", 2)
     want_flops, want_mem = _measure(B, H, L, Lk, D, case.dtype)
+    sibling = _sibling(k)
+    want_mem2 = want_mem // nbytes * sibling["bytes_per_elem"]
     args, kwargs = _call(k)
-    got = sub[0]
     call = f"estimate_attention_cost({', '.join(map(str, args))}" + "".join(
         f", {n}={v}" for n, v in kwargs.items()) + ")"
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        shown = repr(got) if not isinstance(got, dict) else type_name(got)
-        return [f"{call} returned {shown}; it must return a pair (flops, memory_bytes)"]
-    flops, mem = got
+    pairs = []
+    for got in sub[:2]:
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            shown = repr(got) if not isinstance(got, dict) else type_name(got)
+            return [f"{call} returned {shown}; it must return a pair (flops, memory_bytes)"]
+        pairs.append(got)
+    (flops, mem), (_, mem2) = pairs
+    for name, v in (("flops", flops), ("memory_bytes", mem)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            return [f"{call}: {name} is {type_name(v)} {v!r}; return two integers (FLOPs and bytes are counts)"]
     fails = []
     what = f"B={B}, H={H}, Lq={L}, Lk={Lk}, D={D}"
     if flops != want_flops:
@@ -92,20 +108,23 @@ def _check(sub, ref, case: Case):
         msg = (f"{call}: memory_bytes = {mem}, but the score and probability matrices "
                f"(2 x {B}x{H}x{L}x{Lk}) take {want_mem} bytes at {nbytes} bytes per element")
         mistake = None
-        if mem * 2 == want_mem:
+        # each name only where both element sizes agree with it (a hard-coded 2 bytes halves one, not both)
+        if mem * 2 == want_mem and isinstance(mem2, int) and mem2 * 2 == want_mem2:
             mistake = "memory_one_matrix"
-        elif mem * nbytes == want_mem:
+        elif mem * nbytes == want_mem and mem2 == mem:
             mistake = "memory_in_elements"
         elif Lk != L and mem == 2 * B * H * L * L * nbytes:
             mistake = "square_length"
+        elif mem2 == mem and want_mem2 != want_mem:
+            msg += (f"; it gave the same for {sibling['bytes_per_elem']} bytes per element: bytes_per_elem is "
+                    f"ignored or hard-coded")
         fails.append(Failure(msg, mistake=mistake))
     return fails
 
 
 def _case(name, dtype, note="", **sizes):
-    args, kwargs = _call(sizes)
-    return Case(name=name, target=TARGET, probe="calls", probe_args={"calls": [{"args": args, "kwargs": kwargs}],
-                                                                    "sizes": sizes},
+    calls = [{"args": a, "kwargs": kw} for a, kw in (_call(sizes), _call(_sibling(sizes)))]
+    return Case(name=name, target=TARGET, probe="calls", probe_args={"calls": calls, "sizes": sizes},
                 dtype=dtype, grad=False, check=_check, note=note)
 
 
@@ -115,6 +134,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case("self_fp64", torch.float64, B=3, H=2, L=9, D=6, bytes_per_elem=8, note="Lk defaults to L"),
         _case("defaults_bf16", torch.bfloat16, B=1, H=5, L=13, D=7, note="bytes_per_elem defaults to 2"),
         _case("one_query_fp32", torch.float32, B=1, H=1, L=1, D=3, Lk=17, bytes_per_elem=4, note="Lq = 1"),
+        _case("random_long_fp32", torch.float32, B=ctx.int(1, 3), H=ctx.int(1, 5), L=ctx.int(64, 97),
+              D=ctx.int(2, 9), Lk=ctx.int(64, 129), bytes_per_elem=4, note="sizes from the seed"),
     ]
     if ctx.full:
         for i in range(6):

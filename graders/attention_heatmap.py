@@ -60,6 +60,21 @@ def _check_labels(ax: dict, what: str) -> list:
     return out
 
 
+def _check_ticks(ax: dict, tokens, Lq: int, Lk: int, what: str) -> list:
+    got_x, got_y = ax["xticks"], ax["yticks"]
+    want_x, want_y = list(tokens[:Lk]), list(tokens[Lk - Lq:Lk])
+    if got_x == want_x and got_y == want_y:
+        return []
+    msg = (f"{what}: with tokens={want_x}, the tick labels are x={got_x[:14]}, y={got_y[:14]}; expected "
+           f"x={want_x[:14]}, y={want_y[:14]}")
+    if not set(got_x + got_y) & set(tokens):           # no token anywhere: the ticks were never labelled
+        return [Failure(msg + "; put one tick per position (set_xticks(range(Lk))) labelled with the tokens",
+                        mistake="no_tick_labels")]
+    if got_x == want_x and Lq < Lk and got_y == list(tokens[:Lq]):
+        return [msg + "; the queries are the LAST Lq tokens (tokens[Lk - Lq:]), as in decoding"]
+    return [msg]
+
+
 def _figure(obs) -> dict | None:
     return obs if isinstance(obs, dict) and obs.get("type") == "Figure" else None
 
@@ -89,14 +104,7 @@ def _single(sub, ref, case) -> list:
     if case.probe_args.get("colorbar") and len(fig["axes"]) < 2:
         failures.append("add a colorbar (fig.colorbar(image, ax=ax)) so the colours can be read")
     if tokens is not None:
-        Lq, Lk = sample.shape
-        got_x, got_y = ax["xticks"], ax["yticks"]
-        want_x, want_y = list(tokens[:Lk]), list(tokens[Lk - Lq:Lk])
-        if got_x != want_x or got_y != want_y:
-            failures.append(Failure(
-                f"with tokens={want_x}, the tick labels are x={got_x[:14]}, y={got_y[:14]}; put one "
-                f"tick per position (set_xticks(range(Lk))) labelled with the tokens",
-                mistake="no_tick_labels"))
+        failures += _check_ticks(ax, tokens, *sample.shape, "heatmap")
     if case.probe_args.get("save"):
         if not sub.get("saved"):
             failures.append(Failure("save_path was given but no file was written there", mistake="not_saving"))
@@ -106,9 +114,11 @@ def _single(sub, ref, case) -> list:
 
 
 def _grid(sub, ref, case) -> list:
-    """A check of plot_attention_heads (probe `grid`): one heatmap per head, in order, titled with its head."""
+    """A check of plot_attention_heads (probe `grid`): one heatmap per head, in reading order, titled
+    with its head; the unused cells of the grid turned off."""
     w = case.inputs["attn_weights"].to(case.dtype)
     layer = case.kwargs["layer_idx"]
+    tokens = case.kwargs.get("tokens")
     H = w.shape[0]
     fig = _figure(sub)
     if fig is None:
@@ -119,12 +129,30 @@ def _grid(sub, ref, case) -> list:
         return [f"the grid has {len(axes)} axes with an image for {H} heads; draw one heatmap per head "
                 f"(and turn the unused cells off)"]
     failures = []
-    for h, ax in enumerate(axes):
-        failures += _check_heatmap(ax, w[h].double().numpy(), f"subplot {h}")
-        if not _has(ax["title"], "head", h):
-            failures.append(Failure(f"subplot {h} is titled '{ax['title']}'; name its head, 'Head {h}'",
+    heads = [w[h].double().numpy() for h in range(H)]
+    shown = [next((h for h, e in enumerate(heads) if _data(ax).shape == e.shape and
+                   np.allclose(_data(ax), e, rtol=1e-6, atol=1e-7)), None) for ax in axes]
+    if None not in shown and shown != list(range(H)):
+        failures.append(f"the subplots show the heads in the order {shown}; head h goes in cell h in reading order "
+                        f"(row by row: axes = fig.subplots(nrows, ncols).flatten(); axes[h])")
+    for k, ax in enumerate(axes):
+        h = shown[k] if shown[k] is not None else k
+        if shown[k] is None:
+            failures += _check_heatmap(ax, heads[k], f"subplot {k}")
+        title = ax["title"]
+        if not re.search(r"\bhead\b", title, flags=re.IGNORECASE):
+            failures.append(Failure(f"subplot {k} is titled '{title}'; name its head, 'Head {h}'",
                                     mistake="title_missing_head"))
-        failures += _check_labels(ax, f"subplot {h}")
+        elif not _has(title, "head", h):
+            failures.append(f"subplot {k} shows head {h} but is titled '{title}'")
+        failures += _check_labels(ax, f"subplot {k}")
+        if tokens is not None:
+            failures += _check_ticks(ax, tokens, *heads[h].shape, f"subplot {k}")
+    spare = [a for a in fig["axes"] if not a["images"] and a.get("label") != "<colorbar>"]
+    left_on = [a for a in spare if a["visible"] and a["axison"]]
+    if left_on:
+        failures.append(f"{len(left_on)} unused cell(s) of the grid are still drawn (empty axes with ticks and "
+                        f"frame); turn them off with ax.axis('off')")
     titles = " ".join([fig["suptitle"]] + [a["title"] for a in fig["axes"]])
     if not _has(titles, "layer", layer):
         failures.append(f"the figure should name the layer, e.g. fig.suptitle('Layer {layer}')")
@@ -157,6 +185,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case("grid_4_heads", _weights(ctx, 4, 5, 5), 2, note="4 heads, 2x2 grid"),
         _case("grid_5_heads_tokens", _weights(ctx, 5, 4, 4), 7, tokens=WORDS[:4], note="5 heads, one cell unused"),
         _case("grid_1_head", _weights(ctx, 1, 3, 4), 0, note="one head"),
+        _case("long_l64", _weights(ctx, ctx.int(64, 70), ctx.int(70, 80)), ctx.int(0, 30), ctx.int(0, 30),
+              note="a long sequence, sizes from the seed"),
     ]
     if ctx.full:
         for i in range(4):

@@ -2,7 +2,7 @@
 logits and three dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
 
 TARGET = "CausalSelfAttention"
 
@@ -49,7 +49,8 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, scale=1.0) -> Case:
         notes.append("pad")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                note="+".join(notes) + (" large logits" if scale > 1 else ""))
+                note="+".join(notes) + (" large logits" if scale > 1 else ""),
+                traits=traits(B=B, L=L, H=H, pad=pad, mask="causal", large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -58,7 +59,10 @@ def cases(ctx: Ctx) -> list[Case]:
              probe_args={"calls": [{"args": [L, torch.device("cpu")]} for L in MASK_LENGTHS]},
              check=_check_mask, note="mask only"),
         _case(ctx, "basic_fp64", 2, 7, 3, 5, torch.float64),
-        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _case(ctx, "b1_fp64", 1, 6, 2, 3, torch.float64),
+        _case(ctx, "l1_fp64", 3, 1, 2, 3, torch.float64),
+        _case(ctx, "random_fp64", ctx.int(2, 4), ctx.int(2, 13), ctx.int(2, 4), ctx.int(2, 7), torch.float64, pad=True),
+        _case(ctx, "long_fp32", ctx.int(1, 2), ctx.int(64, 97), 2, ctx.int(3, 6), torch.float32, pad=True),
         _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, pad=True),
         _case(ctx, "pad_fp32", 2, 6, 4, 5, torch.float32, pad=True),
         _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, type_name
+from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, type_name, traits
 
 TARGET = "chunked_attention"
 
@@ -35,7 +35,8 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, chunk, dtype, scale=None, kind=""
         rtol = max(1.3e-6, 2 * torch.finfo(torch.float32).eps * float(s))
     return Case(name=name, target=TARGET, inputs={"Q": Q, "K": K, "V": V},
                 kwargs={"chunk_size": chunk, "scale": scale}, dtype=dtype, grad=False, trace=trace, rtol=rtol,
-                note=f"chunk {chunk}" + (f", {notes[kind]}" if kind else ""))
+                note=f"chunk {chunk}" + (f", {notes[kind]}" if kind else ""),
+                traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, large_logits=kind == "large"))
 
 
 def _chunk_sizes(Lk: int) -> tuple[int, ...]:
@@ -70,6 +71,10 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 2, 9, 14, 5, 5, 4, torch.float32, kind="large"),
         _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
         _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
+        _case(ctx, "random_fp64", ctx.int(1, 3), ctx.int(1, 3), ctx.int(2, 17), ctx.int(2, 19), ctx.int(2, 7),
+              ctx.int(2, 7), ctx.int(1, 9), torch.float64),
+        _case(ctx, "long_fp32", 1, 2, ctx.int(64, 97), ctx.int(64, 113), 4, ctx.int(3, 6), ctx.int(8, 29),
+              torch.float32),
     ]
     # the GPU tier: a longer sequence in float16 on CUDA, chunks of 32
     out.append(on_cuda(_case(ctx, "long", 2, 4, 157, 203, 64, 64, 32, torch.float32), name="long_cuda_fp16"))

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.api import Case, Ctx, Failure, traits
 
 TARGET = "AttentionWithDropout"
 
@@ -140,7 +140,7 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, p=(0.2, 0.3), train=False, pad=Fals
     return Case(name=name, target=TARGET,
                 init=dict(hidden_dim=E, num_heads=H, attn_dropout=p[0], output_dropout=p[1]),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype, train=train,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, mask=mask, large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -148,7 +148,12 @@ def cases(ctx: Ctx) -> list[Case]:
         Case(name="eval_is_deterministic", target=TARGET, probe="eval_twice", check=check_eval, grad=False,
              note="eval, p=0.5"),
         _case(ctx, "eval_fp64", 2, 7, 3, 5, torch.float64),
-        _case(ctx, "eval_b1_l1_fp64", 1, 1, 2, 3, torch.float64, p=(0.5, 0.5)),
+        _case(ctx, "eval_b1_fp64", 1, 6, 2, 3, torch.float64, p=(0.5, 0.5)),
+        _case(ctx, "eval_l1_fp64", 3, 1, 2, 3, torch.float64, p=(0.5, 0.5)),
+        _case(ctx, "eval_random_fp64", ctx.int(2, 4), ctx.int(2, 13), ctx.int(1, 4), ctx.int(2, 6), torch.float64,
+              pad=True, mask="random3d"),
+        _case(ctx, "eval_long_fp32", ctx.int(1, 2), ctx.int(64, 97), 2, ctx.int(3, 5), torch.float32, pad=True,
+              mask="causal"),
         _case(ctx, "eval_pad_fp64", 3, 9, 2, 7, torch.float64, pad=True),
         _case(ctx, "eval_causal_pad_fp32", 2, 6, 4, 5, torch.float32, pad=True, mask="causal"),
         _case(ctx, "eval_mask3d_fp32", 3, 5, 3, 6, torch.float32, mask="random3d"),

@@ -1,7 +1,7 @@
 """Cases for `einsum_attention`: default and explicit scale, Dv != D, Lq != Lk, broadcast masks."""
 import torch
 
-from attn_drill.api import Case, Ctx
+from attn_drill.api import Case, Ctx, traits
 
 TARGET = "scaled_dot_product_einsum"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -37,7 +37,9 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, dtype, scale=None, mask=None, big
                 inputs={"query": ctx.randn(B, H, Lq, D, scale=big),
                         "key": ctx.randn(B, H, Lk, D, scale=big),
                         "value": ctx.randn(B, H, Lk, Dv)},
-                kwargs=kwargs, dtype=dtype, rtol=rtol, note=" ".join(notes))
+                kwargs=kwargs, dtype=dtype, rtol=rtol, note=" ".join(notes),
+                traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, large_logits=big > 1,
+                              mask="causal" if mask == "causal" else ("mask3d" if mask else None)))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -51,6 +53,10 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "full_mask_scale_fp32", 2, 3, 4, 7, 6, 10, torch.float32, scale=0.7, mask="full"),
         _case(ctx, "large_logits_fp32", 2, 2, 5, 6, 9, 9, torch.float32, big=18.0, rtol=LARGE_LOGIT_RTOL),
         _case(ctx, "bf16", 2, 3, 7, 11, 8, 8, torch.bfloat16, mask="per_batch"),
+        _case(ctx, "random_fp64", ctx.int(2, 3), ctx.int(1, 4), ctx.int(2, 11), ctx.int(2, 13), ctx.int(2, 9),
+              ctx.int(2, 9), torch.float64, mask="full"),
+        _case(ctx, "long_fp32", 1, 2, ctx.int(64, 97), ctx.int(64, 97), ctx.int(3, 6), ctx.int(3, 6), torch.float32,
+              mask="per_batch"),
     ]
     if ctx.full:
         for i in range(6):

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda
+from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, traits
 
 TARGET = "flash_attention"
 
@@ -41,7 +41,8 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, block, dtype, scale=None, kind=""
     return Case(name=name, target=TARGET, inputs={"Q": Q, "K": K, "V": V},
                 kwargs={"scale": scale, "block_size": block}, dtype=dtype, trace=trace, rtol=rtol,
                 grad=kind != "negative",
-                note=f"block {block}" + (f", {notes[kind]}" if kind else ""))
+                note=f"block {block}" + (f", {notes[kind]}" if kind else ""),
+                traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, large_logits=kind == "large"))
 
 
 def _gradcheck(sub, ref, case: Case):
@@ -92,6 +93,10 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "large_logits_fp32", 2, 2, 9, 14, 5, 5, 4, torch.float32, kind="large"),
         _case(ctx, "bf16", 2, 3, 12, 15, 8, 8, 5, torch.bfloat16),
         _case(ctx, "long_keys_fp32", 1, 2, 19, 23, 3, 3, 4, torch.float32),
+        _case(ctx, "random_fp64", ctx.int(1, 3), ctx.int(1, 3), ctx.int(2, 15), ctx.int(2, 17), ctx.int(2, 6),
+              ctx.int(2, 6), ctx.int(1, 9), torch.float64),
+        _case(ctx, "long_fp32", 1, 2, ctx.int(64, 81), ctx.int(64, 97), 4, ctx.int(3, 5), ctx.int(16, 29),
+              torch.float32),
     ]
     # the GPU tier: a longer sequence in float16 on CUDA, blocks of 32
     out.append(on_cuda(_case(ctx, "long", 2, 4, 157, 203, 64, 64, 32, torch.float32), name="long_cuda_fp16"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.api import Case, Ctx, Failure, type_name, traits
 
 TARGET = "SelfAttentionWithCache"
 
@@ -100,13 +100,19 @@ def schedule_for(ctx: Ctx, L: int, prefill: int, max_chunk: int) -> tuple[int, .
     return tuple(out)
 
 
-def _case(ctx, name, B, L, H, D, dtype, schedule, extra=0, scale=1.0):
+def _case(ctx, name, B, L, H, D, dtype, schedule, extra=0, scale=1.0, probe="decode"):
     E = H * D
     note = f"schedule {list(schedule)}, max_len {L + extra}" + (", large logits" if scale > 1 else "")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, dtype=dtype, grad=False,
-                probe="decode", probe_args={"schedule": schedule, "max_len": L + extra},
-                output_names=("incremental", "full_forward"), note=note)
+                probe=probe, probe_args={"schedule": schedule, "max_len": L + extra},
+                output_names=("incremental", "full_forward"), note=note,
+                traits=traits(B=B, L=L, H=H, mask="causal", large_logits=scale > 1))
+
+
+def _random(ctx: Ctx, name, dtype, L, prefill=None):
+    sched = schedule_for(ctx, L, prefill or ctx.int(1, L), 4)
+    return _case(ctx, name, ctx.int(1, 3), L, ctx.int(1, 4), ctx.int(2, 6), dtype, sched, extra=ctx.int(0, 5))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -117,6 +123,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "len1_fp64", 2, 1, 2, 4, torch.float64, (1,), extra=3),
         _case(ctx, "large_logits_fp32", 2, 6, 2, 9, torch.float32, (2, 1, 3), scale=60.0),
         _case(ctx, "bf16", 2, 9, 3, 8, torch.bfloat16, (5, 2, 1, 1), extra=1),
+        _case(ctx, "reinit_fp64", 3, 9, 2, 4, torch.float64, (4, 1, 2, 2), extra=3, probe="decode_reinit"),
+        _random(ctx, "random_fp64", torch.float64, ctx.int(3, 13)),
+        _random(ctx, "long_fp32", torch.float32, ctx.int(64, 81), prefill=ctx.int(40, 60)),
         cache_case(TARGET, dict(hidden_dim=12, num_heads=3, dropout=0.0), ctx.randn(2, 7, 12), (3, 2, 1, 1), 10,
                    ["num_heads"], cache_check("num_heads"), "k_cache/v_cache vs one full pass"),
         overflow_case(TARGET, dict(hidden_dim=10, num_heads=2, dropout=0.0), ctx.randn(2, 8, 10), 6,

@@ -2,7 +2,7 @@
 stated rule for query rows that keep no key, checked on its own."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name, traits
 
 NEG = -1e4  # apply_masks' -inf entries are compared after clamping to this value
 
@@ -50,7 +50,9 @@ def _attn_case(ctx: Ctx, name, B, H, Lq, Lk, D, dtype, pad=False, mask=None, sca
     inputs = {"q": ctx.randn(B, H, Lq, D, scale=scale), "k": ctx.randn(B, H, Lk, D, scale=scale),
               "v": ctx.randn(B, H, Lk, D)}
     return Case(name=name, target="masked_attention", inputs=inputs, kwargs=kwargs, dtype=dtype,
-                note="+".join(notes) + (" large logits" if scale > 1 else ""))
+                note="+".join(notes) + (" large logits" if scale > 1 else ""),
+                traits=traits(B=B, Lq=Lq, Lk=Lk, H=H, pad=pad, large_logits=scale > 1,
+                              mask="mask3d" if mask == "3d" else ("causal" if mask == "2d_int" else None)))
 
 
 def _check_empty_rows(sub, ref, case: Case) -> list:
@@ -114,6 +116,10 @@ def cases(ctx: Ctx) -> list[Case]:
         _attn_case(ctx, "attn_b1_lq1_fp64", 1, 2, 1, 6, 4, torch.float64, mask="2d"),
         _attn_case(ctx, "attn_large_logits_fp32", 2, 2, 5, 6, 7, torch.float32, pad=True, scale=30.0),
         _attn_case(ctx, "attn_bf16", 3, 2, 8, 10, 6, torch.bfloat16, pad=True, mask="3d"),
+        _attn_case(ctx, "attn_random_fp64", ctx.int(2, 4), ctx.int(1, 3), ctx.int(2, 12), ctx.int(2, 13),
+                   ctx.int(2, 7), torch.float64, pad=True, mask="3d"),
+        _attn_case(ctx, "attn_long_fp32", 1, 2, ctx.int(64, 81), ctx.int(64, 97), ctx.int(3, 5), torch.float32,
+                   pad=True, mask="2d"),
         Case(name="fully_masked_rows", target="masked_attention", probe="empty_rows", check=_check_empty_rows,
              note="rows without a key -> 0"),
     ]

@@ -2,7 +2,7 @@
 count of the matrix products its forward runs on the activations."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.api import Case, Ctx, Failure, traits
 
 TARGET = "MergedQKVAttention"
 # torch-level functions that run a matrix product (recorded with a TorchFunctionMode: cheap, and
@@ -97,7 +97,8 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, bias=False, pad=False, mask=None, s
         notes.append("bias")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0, bias=bias),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                note="+".join(notes) + (" large logits" if scale > 1 else ""))
+                note="+".join(notes) + (" large logits" if scale > 1 else ""),
+                traits=traits(B=B, L=L, H=H, pad=pad, mask=mask, large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -107,12 +108,17 @@ def cases(ctx: Ctx) -> list[Case]:
         Case(name="fuse_qkv", target="fuse_qkv", probe="fuse", probe_args={"configs": fuse_configs},
              check=_check_fuse, note="fused == separate"),
         _case(ctx, "basic_bias_fp64", 2, 7, 3, 5, torch.float64, bias=True),
-        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _case(ctx, "b1_fp64", 1, 6, 2, 3, torch.float64),
+        _case(ctx, "l1_fp64", 3, 1, 2, 3, torch.float64, bias=True),
         _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, bias=True, pad=True),
         _case(ctx, "causal_fp32", 2, 6, 4, 5, torch.float32, mask="causal"),
         _case(ctx, "mask3d_pad_fp32", 3, 5, 3, 6, torch.float32, bias=True, pad=True, mask="random3d"),
         _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
         _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, bias=True, pad=True),
+        _case(ctx, "random_fp64", ctx.int(2, 4), ctx.int(2, 13), ctx.int(1, 4), ctx.int(2, 7), torch.float64,
+              bias=bool(ctx.int(0, 1)), pad=True, mask="random3d"),
+        _case(ctx, "long_fp32", ctx.int(1, 2), ctx.int(64, 97), 2, ctx.int(3, 5), torch.float32, bias=True, pad=True,
+              mask="causal"),
         Case(name="one_projection_matmul", target=TARGET, probe="gemm_calls", probe_args={"sizes": (2, 7, 3, 5)},
              check=_check_one_matmul, note="count of matrix products"),
     ]

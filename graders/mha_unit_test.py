@@ -61,6 +61,14 @@ def unit_test_check(sub, ref, case):
         return []
     share = f"it caught {n - len(missed)} of {n} wrong implementations ({100 * (n - len(missed)) / n:.0f}%)"
     missed_non_mask = [b for b in missed if b in NON_MASK_BUGS]
+    returned = [v for v in sub.get("returned", []) if v is not None]
+    if returned and all(v is False or v == 0 for v in returned):
+        return [f"{share}: your test returns False where it finds a mismatch instead of raising; a test must fail "
+                f"by raising (assert torch.allclose(...), or torch.testing.assert_close(...))"]
+    heads = {c.get("heads") for c in sub["impl_calls"]}
+    if heads == {1} and any(b in ("split_heads_direct_view", "merge_heads_without_transpose") for b in missed):
+        return [f"{share}; it only ever builds a single head, where splitting and merging heads cannot go wrong: "
+                f"test with num_heads > 1 (and L > 1)"]
     if missed_non_mask:
         return [Failure(f"{share}; it passes {', '.join(missed_non_mask)}, whose outputs differ clearly: is the "
                         f"tolerance too loose (use about 1e-5 in float32, 1e-9 in float64), or is the output "

@@ -1,7 +1,7 @@
 """Cases for `mqa`: the MultiQueryAttention module, and kv_cache_bytes checked exactly."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.api import Case, Ctx, Failure, type_name, traits
 
 TARGET = "MultiQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -88,7 +88,7 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, pad=False, mask=None, scale=1.0, rt
         notes.append("large logits")
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype, rtol=rtol,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, mask=mask, large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -97,7 +97,12 @@ def cases(ctx: Ctx) -> list[Case]:
             for (_, l, h, nh, kv) in MODELS for (s, b, nb) in [(4096, 1, 2), (8192, 16, 2), (2048, 3, 1)]]
     out = [
         _case(ctx, "basic_fp64", 2, 7, 3, 5, torch.float64),
-        _case(ctx, "b1_l1_fp64", 1, 1, 4, 3, torch.float64),
+        _case(ctx, "b1_fp64", 1, 6, 4, 3, torch.float64),
+        _case(ctx, "l1_fp64", 3, 1, 4, 3, torch.float64),
+        _case(ctx, "random_fp64", ctx.int(2, 4), ctx.int(2, 12), ctx.int(2, 5), ctx.int(2, 6), torch.float64,
+              pad=True, mask="random3d"),
+        _case(ctx, "long_fp32", ctx.int(1, 2), ctx.int(64, 97), ctx.int(2, 4), ctx.int(2, 5), torch.float32,
+              pad=True, mask="causal"),
         _case(ctx, "padding_fp64", 3, 9, 5, 4, torch.float64, pad=True),
         _case(ctx, "causal_fp32", 2, 6, 6, 3, torch.float32, mask="causal"),
         _case(ctx, "mask3d_pad_fp32", 3, 5, 2, 7, torch.float32, pad=True, mask="random3d"),

@@ -2,7 +2,7 @@
 property, RoPE on Q and K inside attention, padding, several head dims and thetas, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
 
 
 def rope_table(dim: int, seq_len: int, theta: float) -> torch.Tensor:
@@ -111,7 +111,7 @@ def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, theta=10000.0, pad=False, extr
         notes.append("large logits")
     return Case(name=name, target="RoPESelfAttention", init=dict(hidden_dim=E, num_heads=H, dropout=0.0),
                 inputs={"x": ctx.randn(B, L, E, scale=scale), "freqs_cis": table}, kwargs=kwargs, dtype=dtype,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, large_logits=scale > 1))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -127,7 +127,12 @@ def cases(ctx: Ctx) -> list[Case]:
              probe="calls", probe_args={"calls": _relative_calls(ctx)},
              note="s(m,n) = s(m+k,n+k)"),
         _attn_case(ctx, "attn_h3_d6_fp64", 2, 7, 3, 6, torch.float64),
-        _attn_case(ctx, "attn_b1_l1_fp64", 1, 1, 2, 4, torch.float64, extra=5),
+        _attn_case(ctx, "attn_b1_fp64", 1, 6, 2, 4, torch.float64, extra=5),
+        _attn_case(ctx, "attn_l1_fp64", 3, 1, 2, 4, torch.float64, extra=5),
+        _attn_case(ctx, "attn_random_fp64", ctx.int(2, 4), ctx.int(2, 13), ctx.int(1, 4), 2 * ctx.int(1, 4),
+                   torch.float64, pad=True, extra=ctx.int(0, 5)),
+        _attn_case(ctx, "attn_long_fp32", ctx.int(1, 2), ctx.int(64, 97), 2, 2 * ctx.int(2, 4), torch.float32,
+                   pad=True, extra=ctx.int(1, 9)),
         _attn_case(ctx, "attn_pad_d10_fp64", 3, 9, 2, 10, torch.float64, theta=100.0, pad=True, extra=4),
         _attn_case(ctx, "attn_h4_d4_fp32", 2, 13, 4, 4, torch.float32, theta=500000.0),
         _attn_case(ctx, "attn_large_logits_fp32", 2, 6, 2, 8, torch.float32, scale=60.0),

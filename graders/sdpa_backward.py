@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, causal_keep, on_cuda
+from attn_drill.api import Case, Ctx, NoAutograd, causal_keep, on_cuda, traits
 
 TARGET = "scaled_dot_product_attention_backward"
 
@@ -30,7 +30,9 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, dtype, mask=None, scale=None, log
     P = torch.softmax(scores, dim=-1)
     return Case(name=name, target=TARGET, inputs={"dO": dO, "Q": Q, "K": K, "V": V, "P": P},
                 kwargs={"scale": s}, dtype=dtype, grad=False, output_names=("dQ", "dK", "dV"),
-                note=note)
+                note=note, trace=(NoAutograd("dQ, dK and dV"),),
+                traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, pad=mask == "pad", large_logits=logit > 1,
+                              mask="causal" if mask == "causal" else None))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -42,6 +44,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "one_query_fp64", 2, 1, 1, 7, 3, 3, torch.float64, scale=1.3),
         _case(ctx, "large_logits_fp32", 2, 2, 5, 9, 7, 7, torch.float32, logit=40.0),
         _case(ctx, "bf16", 2, 3, 12, 9, 8, 8, torch.bfloat16, mask="pad"),
+        _case(ctx, "random_fp64", ctx.int(1, 3), ctx.int(1, 3), ctx.int(2, 13), ctx.int(2, 15), ctx.int(2, 7),
+              ctx.int(2, 7), torch.float64, mask="pad"),
+        _case(ctx, "long_fp32", 1, 2, ctx.int(64, 81), ctx.int(81, 97), 4, ctx.int(3, 6), torch.float32, mask="causal"),
     ]
     # the GPU tier: a larger causal case in float16 on CUDA
     out.append(on_cuda(_case(ctx, "big_causal", 2, 4, 96, 96, 64, 64, torch.float32, mask="causal"),

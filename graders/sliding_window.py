@@ -2,7 +2,7 @@
 |i - j| < W), and sliding-window attention with padding, W = 1, W >= L, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
 
 TARGET = "SlidingWindowAttention"
 
@@ -73,7 +73,8 @@ def _case(ctx: Ctx, name, B, L, H, D, W, dtype, bidirectional=False, pad=False, 
     return Case(name=name, target=TARGET,
                 init=dict(hidden_dim=E, num_heads=H, window_size=W, dropout=0.0, bidirectional=bidirectional),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, large_logits=scale > 1,
+                                                    mask=None if bidirectional else "causal"))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -84,7 +85,12 @@ def cases(ctx: Ctx) -> list[Case]:
              note="band mask"),
         _case(ctx, "causal_w3_fp64", 2, 9, 3, 5, 3, torch.float64),
         _case(ctx, "bidir_w2_fp64", 2, 8, 2, 6, 2, torch.float64, bidirectional=True),
-        _case(ctx, "b1_l1_fp64", 1, 1, 2, 3, 4, torch.float64),
+        _case(ctx, "b1_fp64", 1, 6, 2, 3, 4, torch.float64),
+        _case(ctx, "l1_fp64", 3, 1, 2, 3, 4, torch.float64),
+        _case(ctx, "random_fp64", ctx.int(2, 4), ctx.int(2, 15), ctx.int(1, 3), ctx.int(2, 6), ctx.int(1, 6),
+              torch.float64, bidirectional=bool(ctx.int(0, 1)), pad=True),
+        _case(ctx, "long_fp32", ctx.int(1, 2), ctx.int(64, 97), 2, ctx.int(3, 5), ctx.int(3, 17), torch.float32,
+              pad=True),
         _case(ctx, "causal_w4_pad_fp64", 3, 10, 2, 7, 4, torch.float64, pad=True),
         _case(ctx, "causal_w1_fp32", 2, 6, 3, 4, 1, torch.float32),
         _case(ctx, "w_over_l_fp32", 2, 5, 4, 3, 9, torch.float32),

@@ -1,18 +1,18 @@
 """Cases for `split_heads`: split_heads and merge_heads, graded separately (outputs and gradients)."""
 import torch
 
-from attn_drill.api import Case, Ctx
+from attn_drill.api import Case, Ctx, traits
 
 
 def _split(ctx: Ctx, name: str, B: int, L: int, H: int, D: int, dtype) -> Case:
     return Case(name=name, target="split_heads", inputs={"x": ctx.randn(B, L, H * D)},
                 kwargs={"num_heads": H}, dtype=dtype, note=f"H={H}",
-                axes=("position", "head dim"))
+                axes=("position", "head dim"), traits=traits(B=B, L=L, H=H))
 
 
 def _merge(ctx: Ctx, name: str, B: int, L: int, H: int, D: int, dtype) -> Case:
     return Case(name=name, target="merge_heads", inputs={"x": ctx.randn(B, H, L, D)},
-                dtype=dtype, note=f"H={H}", axes=("position", "feature"))
+                dtype=dtype, note=f"H={H}", axes=("position", "feature"), traits=traits(B=B, L=L, H=H))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -26,6 +26,10 @@ def cases(ctx: Ctx) -> list[Case]:
         _merge(ctx, "merge_b1_fp32", 1, 6, 4, 3, torch.float32),
         _merge(ctx, "merge_l1_fp64", 2, 1, 3, 7, torch.float64),
         _merge(ctx, "merge_bf16", 3, 4, 2, 5, torch.bfloat16),
+        _split(ctx, "split_random_fp64", ctx.int(2, 4), ctx.int(2, 19), ctx.int(2, 6), ctx.int(2, 9), torch.float64),
+        _merge(ctx, "merge_random_fp64", ctx.int(2, 4), ctx.int(2, 19), ctx.int(2, 6), ctx.int(2, 9), torch.float64),
+        _split(ctx, "split_long_fp32", 1, ctx.int(64, 97), ctx.int(2, 4), ctx.int(2, 5), torch.float32),
+        _merge(ctx, "merge_long_fp32", 1, ctx.int(64, 97), ctx.int(2, 4), ctx.int(2, 5), torch.float32),
     ]
     if ctx.full:
         for i in range(6):

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name
+from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
 
 # Printed by Hugging Face transformers' T5Attention._relative_position_bucket (32 buckets, max distance 128).
 ORACLE_REL = [-1, -5, -20, -100, -128, -200, 1, 200]
@@ -131,7 +131,8 @@ def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, nb=32, md=128, bidirectional=T
                 init=dict(hidden_dim=E, num_heads=H, num_buckets=nb, max_distance=md, dropout=0.0,
                           bidirectional=bidirectional),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype,
-                note=" ".join(notes))
+                note=" ".join(notes), traits=traits(B=B, L=L, H=H, pad=pad, large_logits=scale > 1,
+                                                    mask=None if bidirectional else "causal"))
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -145,7 +146,11 @@ def cases(ctx: Ctx) -> list[Case]:
         _bias_case("bias_causal_small_fp64", 2, 30, 12, 20, False, torch.float64),
         _bias_case("bias_long_l150_fp32", 4, 150, 32, 128, True, torch.float32),
         _attn_case(ctx, "attn_fp64", 2, 7, 3, 5, torch.float64),
-        _attn_case(ctx, "attn_b1_l1_fp64", 1, 1, 2, 3, torch.float64),
+        _attn_case(ctx, "attn_b1_fp64", 1, 6, 2, 3, torch.float64),
+        _attn_case(ctx, "attn_l1_fp64", 3, 1, 2, 3, torch.float64),
+        _attn_case(ctx, "attn_random_fp64", ctx.int(2, 4), ctx.int(2, 30), ctx.int(1, 3), ctx.int(2, 6), torch.float64,
+                   nb=12, md=20, bidirectional=bool(ctx.int(0, 1)), pad=True),
+        _attn_case(ctx, "attn_long_fp32", 1, ctx.int(64, 97), 2, ctx.int(3, 5), torch.float32, nb=16, md=40, pad=True),
         _attn_case(ctx, "attn_pad_small_buckets_fp64", 3, 26, 2, 4, torch.float64, nb=12, md=20, pad=True),
         _attn_case(ctx, "attn_causal_fp32", 2, 21, 3, 4, torch.float32, nb=10, md=16, bidirectional=False),
         _attn_case(ctx, "attn_large_logits_fp32", 2, 6, 2, 9, torch.float32, scale=17.0),

@@ -31,7 +31,7 @@ def single(p):
     fig = None
     try:
         fig = p.target(w, p.kwargs["layer_idx"], p.kwargs["head_idx"], tokens=p.kwargs.get("tokens"), save_path=path)
-        obs = kit.describe_figure(fig)
+        obs = kit.describe_figure(fig, ticks=p.kwargs.get("tokens") is not None)
         if path is not None:
             obs["saved"] = os.path.isfile(path)
             if obs["saved"]:
@@ -47,6 +47,6 @@ def grid(p):
     """plot_attention_heads(w, layer, tokens=...): the figure."""
     fig = p.target(p.inputs["attn_weights"], p.kwargs["layer_idx"], tokens=p.kwargs.get("tokens"))
     try:
-        return kit.describe_figure(fig)
+        return kit.describe_figure(fig, ticks=p.kwargs.get("tokens") is not None)
     finally:
         _close(fig)

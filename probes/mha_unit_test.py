@@ -79,11 +79,13 @@ def make_official(records: list):
     return MultiheadAttention
 
 
-def _run(test, attention_cls, records) -> BaseException | None:
+def _run(test, attention_cls, records, returned: list | None = None) -> BaseException | None:
     try:
-        test(attention_cls, make_official(records))
+        value = test(attention_cls, make_official(records))
     except Exception as exc:  # noqa: BLE001 - the user's test signals a mismatch by raising
         return exc
+    if returned is not None:
+        returned.append(kit.describe(value))
     return None
 
 
@@ -96,7 +98,8 @@ def _summary(calls, records) -> dict:
             "official_calls": [{"batch_first": bool(r["batch_first"]), "query_shape": list(r["query_shape"]),
                                 "attn_mask": t(r["attn_mask"]), "in_proj_weight": t(r["in_proj_weight"]),
                                 "out_weight": t(r["out_weight"])} for r in records if r["kind"] == "call"],
-            "impl_calls": [{"x_shape": list(c["x"].shape), "masked": c["key_padding_mask"] is not None or
+            "impl_calls": [{"x_shape": list(c["x"].shape), "heads": int(c["module"].num_heads),
+                            "masked": c["key_padding_mask"] is not None or
                             c["attn_mask"] is not None, "attn_mask": t(c["attn_mask"]),
                             "qkv_weight": t(c["module"].qkv_proj.weight), "out_weight": t(c["module"].out_proj.weight)}
                            for c in calls]}
@@ -111,5 +114,9 @@ def run_test(p):
     obs = {"error": None if exc is None else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
            **_summary(calls, records)}
     if exc is None:
-        obs["missed"] = [bug for bug in NON_MASK_BUGS + MASK_BUGS if _run(test, make_mhsa(bug), []) is None]
+        returned, missed = [], []
+        for bug in NON_MASK_BUGS + MASK_BUGS:
+            if _run(test, make_mhsa(bug), [], returned) is None:
+                missed.append(bug)
+        obs["missed"], obs["returned"] = missed, returned        # what the test returned where it did not raise
     return obs

@@ -118,7 +118,18 @@ def decode_overflow(p: Probe):
     return steps
 
 
-BUILTIN = {"calls": calls, "decode": decode, "decode_state": decode_state, "decode_overflow": decode_overflow}
+def decode_reinit(p: Probe):
+    """`decode`, after another sequence ran on a cache of a smaller batch and max_len: a second
+    init_cache must start afresh with the new sizes. Returns (incremental, full_forward)."""
+    x = p.inputs["x"]
+    first = max(1, min(x.shape[1], p.args["max_len"]) // 2)
+    p.impl.init_cache(1, first, x.device)
+    p.impl(x[:1, :first], 0)
+    return decode_schedule(p.impl, x, p.args["schedule"], p.args["max_len"])
+
+
+BUILTIN = {"calls": calls, "decode": decode, "decode_state": decode_state, "decode_overflow": decode_overflow,
+           "decode_reinit": decode_reinit}
 
 
 # ---------------------------------------------------------------- observing
@@ -150,16 +161,19 @@ def type_name(value) -> str:
     return type(value).__name__
 
 
-def describe_figure(fig) -> dict:
-    """A matplotlib Figure as data: its axes (images, titles, labels, tick labels, visibility)."""
+def describe_figure(fig, ticks: bool = True) -> dict:
+    """A matplotlib Figure as data: its axes (images, titles, labels, tick labels, visibility).
+    Tick labels may need the figure drawn (costly): ticks=False leaves them out."""
     from matplotlib.figure import Figure
     if not isinstance(fig, Figure):
         return {"type": type(fig).__name__}
     axes = []
     drawn = False
     for ax in fig.axes:
-        def ticks(axis):
+        def tick_texts(axis):
             nonlocal drawn
+            if not ticks:
+                return []
             labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
             texts = [t.get_text() for t in labels]
             if not any(texts) and not drawn:          # some formatters fill the texts only on draw
@@ -176,8 +190,9 @@ def describe_figure(fig) -> dict:
                 images.append(torch.tensor(_as_float_list(arr), dtype=torch.float64))
             except (TypeError, ValueError):
                 images.append(None)
-        axes.append({"images": images, "title": str(ax.get_title()), "xlabel": str(ax.get_xlabel()),
-                     "ylabel": str(ax.get_ylabel()), "xticks": ticks("x"), "yticks": ticks("y"),
+        axes.append({"images": images, "label": str(ax.get_label()), "title": str(ax.get_title()),
+                     "xlabel": str(ax.get_xlabel()),
+                     "ylabel": str(ax.get_ylabel()), "xticks": tick_texts("x"), "yticks": tick_texts("y"),
                      "visible": bool(ax.get_visible()), "axison": bool(ax.axison),
                      "has_data": bool(ax.images or ax.collections or ax.lines or ax.patches[1:])})
     sup = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
