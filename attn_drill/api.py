@@ -71,8 +71,7 @@ class OpInputDtype(TraceRule):
 
     def check(self, ops, case):
         names = (self.op,) if isinstance(self.op, str) else tuple(self.op)
-        seen = [o for o in ops if o.phase in self.phases and any(f"aten.{n}" in o.name or f"aten._{n}" in o.name
-                                                                 for n in names)]
+        seen = [o for o in ops if o.phase in self.phases and _op_named(o.name, names)]
         what = " or ".join(names)
         if not seen:
             return f"no {what} op ran; this case checks what {what} receives"
@@ -81,6 +80,15 @@ class OpInputDtype(TraceRule):
             return (f"{bad[0].name} received {bad[0].in_dtypes[0]} input; it must receive {self.dtype} "
                     f"(upcast before the {what})")
         return None
+
+
+def _op_named(name: str, words: tuple[str, ...]) -> bool:
+    """aten.<op>.<overload> whose op is one of `words` or a variant of it: softmax matches _softmax,
+    _safe_softmax and log_softmax; exp matches exp_ but not expand."""
+    parts = name.split(".")
+    if len(parts) < 2 or parts[0] != "aten":
+        return False
+    return any(w in parts[1].split("_") for w in words)
 
 
 @dataclass

@@ -286,7 +286,7 @@ class _Grading:
         res, limits = self._judged(case, prep, truth, low, sub)
         if st is not None:
             st["limits"] = limits
-        first = res.status == FAIL and self.report.first_failure() is None
+        first = res.status == FAIL and self.first_evidence is None and not case.is_check  # evidence for symptoms
         weights = None
         if res.forward == FAIL and first and (res.detail is not None or sub.problem is None):
             # only now trace both sides, to compare the attention weights over (query, key)
@@ -305,7 +305,8 @@ class _Grading:
                 isinstance(want, torch.Tensor) else (case, None, None, weights, bound)
         if sub.adapted and sub.adapted not in self.report.warnings:
             self.report.warnings.append(sub.adapted)
-        if res.status == FAIL and self.diagnose and not sub.problem and self.report.first_failure() is None:
+        if res.status == FAIL and self.diagnose and self.report.first_failure() is None and \
+                (not sub.problem or sub.problem.kind == "exception"):
             res.diagnosis = self._mutant_named(case, prep, truth, low, sub, res, limits)
             if res.diagnosis is not None:
                 self.named = (res.diagnosis.mistake, case.name)
@@ -319,45 +320,49 @@ class _Grading:
         numeric = res.status == FAIL and res.compare is not None and not res.tensor.startswith("trace")
         if res.status == PASS and not worst:
             return res, limits
+        res32 = self._at_float32(case, prep, truth, sub) if numeric else None
+        if res32 is not None and res32.status != PASS:
+            return res, limits                     # wrong beyond float32's rounding: a plain failure
+        if res32 is not None:
+            worst = max((c["relnorm"] for c in limits.values()), default=0.0)
         if self.spec.full_float64:
-            if res.status == PASS:
-                res.status, res.forward = FAIL, FAIL
-                res.message = (f"float32-level error in a float64 case (relative error {worst:.2g}): this problem "
-                               f"asks float64 inputs to be computed in float64 (a .float() or a float32 constant?)")
-                res.tensor = "precision"
+            res.status, res.forward = FAIL, FAIL
+            res.message = (f"float32-level error in a float64 case (relative error {worst:.2g}): this problem "
+                           f"asks float64 inputs to be computed in float64 (a .float() or a float32 constant?)")
+            res.tensor, res.detail, res.diagnosis = "precision", None, None
             return res, limits
-        if res.status == PASS:
-            res.warning = PRECISION_NOTE.format(err=f"{worst:.2g}")
-            return res, limits
-        if not numeric:
-            return res, limits
-        # judged by float32's rule: against the reference run in float32, at float32's tolerances
+        res.warning = PRECISION_NOTE.format(err=f"{worst:.2g}")
+        if res32 is not None:
+            res.status, res.forward, res.gradient = PASS, PASS, PASS if case.grad else res.gradient
+            res.message, res.detail, res.diagnosis = "", None, None
+            res.compare, res.max_error, res.allowed = res32.compare, res32.max_error, res32.allowed
+        return res, limits
+
+    def _at_float32(self, case: Case, prep, truth, sub) -> CaseResult:
+        """A float64 case judged by float32's rule: against the reference run in float32, at
+        float32's tolerances."""
         case32 = dataclasses.replace(case, dtype=torch.float32)
         prep32 = Prepared(case32, self.ref_mod)
         prep32.low.upstream = {n: g.to(torch.float32) for n, g in prep.low.upstream.items()}
         ref32 = run_side(self.ref_mod, prep32.low, session=None, trace=False, repeat=False, probes=self.probes)
-        res32, _ = judge(case, truth, ref32, sub, self.spec, tol_dtype=torch.float32)
-        if res32.status == PASS:
-            res.status, res.forward, res.gradient = PASS, PASS, PASS if case.grad else res.gradient
-            err = max((c["relnorm"] for c in limits.values()), default=0.0)
-            res.warning = PRECISION_NOTE.format(err=f"{err:.2g}")
-            res.message, res.detail, res.diagnosis = "", None, None
-            res.compare, res.max_error, res.allowed = res32.compare, res32.max_error, res32.allowed
-        return res, limits
+        return judge(case, truth, ref32, sub, self.spec, tol_dtype=torch.float32)[0]
 
     def _mutant_named(self, case, prep, truth, low, sub, res, limits) -> Diagnosis | None:
         if self.mutants is None:
             self.mutants = _mutants(self.spec)
         best = None
         by_rule = res.tensor.startswith("trace rule")   # only then do the mutants' own ops matter
+        raised = _raised(sub.problem) if sub.problem else None
         for mid, mmod in self.mutants.items():
             if mmod is None:
                 continue
             try:
                 mut = run_side(mmod, prep.low, session=None, trace=by_rule, repeat=False, probes=self.probes)
-            except Exception:  # noqa: BLE001 - a mutant that crashes here cannot be the match
+            except Exception as exc:  # noqa: BLE001 - a mutant that raises: the same error, or no match
+                if raised is not None and raised == f"{type(exc).__name__}: {exc}":
+                    best = (0.0, mid) if best is None else best
                 continue
-            if mut.problem:
+            if mut.problem or raised is not None:
                 continue
             mres = self._judged(case, prep, truth, low, mut, rules=by_rule)[0]
             if mres.status == PASS:
@@ -559,6 +564,11 @@ def _shown(path: str) -> str:
         return str(Path(path).relative_to(Path.cwd()))
     except ValueError:
         return path
+
+
+def _raised(problem: UserProblem) -> str | None:
+    """The exception a submission raised, as `Type: message`, for matching a mutant raising the same."""
+    return problem.message if problem.kind == "exception" else None
 
 
 def _mutants(spec) -> dict:

@@ -220,8 +220,13 @@ def _weights(w: dict) -> Text:
 def exercism(r: Report) -> dict:
     """The exercism test-runner format, version 3, plus per-case numbers under `attn_drill`."""
     tests = []
+    # the format knows pass, fail and error: a skipped case is not in `tests`, it is listed under
+    # attn_drill.skipped with its reason (never counted as passed)
+    skipped = [{"name": c.name, "reason": c.message} for c in r.cases if c.status == SKIP]
     for c in r.cases:
-        status = {PASS: "pass", FAIL: "fail", ERROR: "error", SKIP: "pass"}[c.status]
+        if c.status == SKIP:
+            continue
+        status = {PASS: "pass", FAIL: "fail", ERROR: "error"}[c.status]
         msg = c.message or None
         if c.diagnosis:
             msg = f"{msg} Looks like: {c.diagnosis.mistake}: {c.diagnosis.en}"
@@ -229,8 +234,7 @@ def exercism(r: Report) -> dict:
             "name": c.name, "status": status, "message": msg if status != "pass" else None,
             "output": None, "test_code": f"attn-drill check {r.problem} --seed {r.seed} --case {c.name}",
             "task_id": None,
-            "attn_drill": {"skipped": c.status == SKIP, "skip_reason": c.message if c.status == SKIP else None,
-                           "shapes": c.shapes, "dtype": c.dtype, "note": c.note, "seed": r.seed,
+            "attn_drill": {"shapes": c.shapes, "dtype": c.dtype, "note": c.note, "seed": r.seed,
                            "forward": c.forward, "gradient": c.gradient, "tensor": c.tensor or None,
                            "max_error": c.max_error, "allowed": c.allowed, "time_ms": round(c.time_ms, 3),
                            "mismatched": c.compare["mismatched"] if c.compare else None,
@@ -250,6 +254,7 @@ def exercism(r: Report) -> dict:
                        "seconds": round(r.seconds, 3), "replay": r.replay or None,
                        "diagnosis": r.diagnosis.mistake if r.diagnosis else None,
                        "symptom": r.symptom.mistake if r.symptom else None,
+                       "skipped": skipped,
                        "findings": r.findings, "warnings": r.warnings,
                        "output": (r.output[:500] or None)},
     }

@@ -64,6 +64,30 @@ def _padding(kwargs: dict, B: int, Lk: int) -> torch.Tensor | None:
     return None
 
 
+def _causal_inverted(extra, missing, future, ref_masked) -> Symptom | None:
+    if extra.any() and missing.any() and bool(extra[~future].logical_not().all()) and \
+            bool(missing[future].logical_not().all()) and bool((ref_masked == future).all()):
+        # the reference's zeros are exactly the future keys: a causal mask, whatever else the case has
+        return Symptom("causal_inverted",
+                       "your attention weights look at the future and not the past: the causal mask is inverted "
+                       "(triu for tril, or True and False swapped).",
+                       "你的注意力权重看向未来而不是过去：因果掩码反了（把 tril 写成了 triu，或 True/False 弄反）。")
+    return None
+
+
+def _mask_inverted(s, r, finite) -> Symptom | None:
+    rows = finite.all(dim=-1)
+    if bool((r == 0).any()) and bool(rows.any()):
+        kept_sub, kept_ref = (s > 1e-12) & finite, r > 0
+        if bool((kept_sub == ~kept_ref)[rows].all()):
+            return Symptom("mask_inverted",
+                           "your attention weights keep exactly the keys the mask removes, and remove the ones it "
+                           "keeps: the mask's convention is inverted (which value means keep and which means masked).",
+                           "你的注意力权重恰好保留了掩码要去掉的 key、去掉了要保留的：掩码的约定反了（哪个值表示保留、"
+                           "哪个值表示屏蔽）。")
+    return None
+
+
 def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> Symptom | None:
     """Where the submission's attention weights differ from the reference's, on (..., Lq, Lk)."""
     if w_sub is None or w_ref is None or w_sub.shape != w_ref.shape or w_ref.dim() < 2:
@@ -98,21 +122,14 @@ def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> S
                        "the mask is off by one (keep j <= i, not j < i).",
                        "你的注意力权重在对角线上为 0，但每个 query 应该能看到自己位置的 key：掩码差了一位（应保留 "
                        "j <= i，而不是 j < i）。")
-    if extra.any() and missing.any() and bool(extra[~future].logical_not().all()) and \
-            bool(missing[future | diagonal].logical_not().all()) and bool((ref_masked == future | ref_masked).all()):
-        return Symptom("causal_inverted",
-                       "your attention weights look at the future and not the past: the causal mask is inverted "
-                       "(triu for tril, or True and False swapped).",
-                       "你的注意力权重看向未来而不是过去：因果掩码反了（把 tril 写成了 triu，或 True/False 弄反）。")
-    rows = finite.all(dim=-1)
-    if bool((r == 0).any()) and bool(rows.any()):
-        kept_sub, kept_ref = (s > 1e-12) & finite, r > 0
-        if bool((kept_sub == ~kept_ref)[rows].all()):
-            return Symptom("mask_inverted",
-                           "your attention weights keep exactly the keys the mask removes, and remove the ones it "
-                           "keeps: the mask's convention is inverted (here True means: may attend).",
-                           "你的注意力权重恰好保留了掩码要去掉的 key、去掉了要保留的：掩码的约定反了（这里 True 表示"
-                           "允许关注）。")
+    # a mask the case passes in (attn_mask) whose keys were swapped is that mask's convention; one the
+    # submission builds itself (the causal problems) is its causal mask
+    given = any(isinstance(v, torch.Tensor) and v.dtype == torch.bool and v.dim() >= 2 and "padding" not in k
+                and tuple(v.shape[-2:]) == (Lq, Lk) for k, v in kwargs.items())
+    order = (_mask_inverted(s, r, finite), _causal_inverted(extra, missing, future, ref_masked))
+    for sym in (order if given else order[::-1]):
+        if sym is not None:
+            return sym
     B = r.shape[0]
     pad = _padding(kwargs, B, Lk)
     if pad is not None and pad.any():
@@ -204,16 +221,18 @@ def traits_of(case) -> set[str]:
 def across_cases(results: list, cases: list) -> Symptom | None:
     """results and cases in the same order (CaseResult, Case); skipped cases and custom checks left out."""
     pairs = [(r, c) for r, c in zip(results, cases) if r.status in (PASS, FAIL) and not c.is_check]
-    failed = [(r, c) for r, c in pairs if r.status == FAIL and not r.problem]
+    failed = [(r, c) for r, c in pairs if r.status == FAIL and (not r.problem or r.problem.kind == "exception")]
     passed = [(r, c) for r, c in pairs if r.status == PASS]
-    if not failed or len(passed) < 2:
+    if not failed:
         return None
-    if all(r.forward == PASS and r.gradient == FAIL for r, _ in failed):
+    if all(r.forward == PASS and r.gradient == FAIL and not r.problem for r, _ in failed):
         return Symptom("gradients_only",
                        "every failing case has a right forward pass and wrong gradients: is something detached "
                        "(.detach(), .data, torch.no_grad()), changed in place, or is a hand-written backward wrong?",
                        "所有失败的用例前向都对、梯度不对：是不是有东西被 detach 了（.detach()、.data、torch.no_grad()），"
                        "有原地修改，或手写的反向传播有误？")
+    if len(passed) < 2:
+        return None
     common = set.intersection(*(traits_of(c) for _, c in failed))
     only = [t for t in _ONLY if t in common and not any(t in traits_of(c) for _, c in passed)]
     if not only:

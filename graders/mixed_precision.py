@@ -8,7 +8,9 @@ import torch
 from attn_drill.api import Case, Ctx, Failure, OpInputDtype, traits
 
 TARGET = "MixedPrecisionAttention"
-CORE_FP32 = (OpInputDtype("softmax", torch.float32), OpInputDtype("bmm", torch.float32))
+# the property, however it is written: every softmax (or the exp of a hand-written one) and every
+# batched matmul of the core receive float32
+CORE_FP32 = (OpInputDtype(("softmax", "exp"), torch.float32), OpInputDtype("bmm", torch.float32))
 
 
 def autocast_check(sub, ref, case):

@@ -116,8 +116,12 @@ def test_a_class_of_broken_submissions(tmp_path):
     # exercism v3 per submission, pointing at the student's own file, never the scratch copy
     alice = json.loads((out / "json" / "alice" / "mhsa.json").read_text())
     assert alice["version"] == 3 and alice["status"] == "pass"
-    ran = [t for t in alice["tests"] if not t["attn_drill"]["skipped"]]    # CUDA-only cases skip on CPU
+    ran = alice["tests"]           # CUDA-only cases do not run on CPU: listed apart, never as passed
     assert len(ran) == int(outcome["alice"]["cases_total"]) and all(t["status"] == "pass" for t in ran)
+    skipped = alice["attn_drill"]["skipped"]
+    assert skipped and all("CUDA" in s["reason"] for s in skipped)
+    assert not {s["name"] for s in skipped} & {t["name"] for t in ran}
+    assert int(outcome["alice"]["cases_skipped"]) == len(skipped)
     assert alice["attn_drill"]["file"].endswith("class/alice/mhsa.py") and alice["attn_drill"]["student"] == "alice"
     bob = json.loads((out / "json" / "bob" / "mhsa.json").read_text())
     assert bob["status"] == "fail" and "attn-drill-grade" not in json.dumps(bob)
@@ -126,10 +130,14 @@ def test_a_class_of_broken_submissions(tmp_path):
 
     # JUnit: a testsuite per student, a testcase per problem, failures and errors with messages
     root = ET.parse(out / "junit.xml").getroot()
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("8", "5", "2")
+    n_skipped = int(root.get("skipped"))
+    assert n_skipped >= len(skipped)       # each case not run is a testcase of its own, marked skipped
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == (str(8 + n_skipped), "5", "2")
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     assert sorted(suites) == ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
     assert suites["alice"].find("testcase").find("failure") is None
+    alice_skips = [t for t in suites["alice"].iter("testcase") if t.find("skipped") is not None]
+    assert [t.get("name") for t in alice_skips] == [f"mhsa[{s['name']}]" for s in skipped]
     dave = suites["dave"].find("testcase")
     assert dave.get("name") == "mhsa" and dave.find("failure").get("type") == "timeout"
     assert "looks like: softmax_query_axis" in suites["bob"].find("testcase").find("failure").text

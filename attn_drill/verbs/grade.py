@@ -57,7 +57,9 @@ class Cell:
                                  # | tool-error
     status: str                  # the report's status (pass | fail | error); missing/tool-error: error
     cases_passed: int = 0
-    cases_total: int = 0
+    cases_total: int = 0         # the cases that ran
+    cases_skipped: int = 0       # not run here (CUDA cases on a machine without a GPU): never passed
+    skipped_reason: str = ""
     seconds: float = 0.0
     message: str = ""
     diagnosis: str = ""
@@ -172,8 +174,9 @@ def _cell(student: str, pid: str, report: Report, original: Path, scratch: Path,
     message = data["message"] or report.message
     if first is not None and first.message and first.message not in message:
         message += f"; {first.name}: {first.message}"
+    skipped = [c for c in report.cases if c.status == "skip"]
     return Cell(student, pid, outcome, report.status, sum(c.status == PASS for c in ran), len(ran),
-                round(report.seconds, 3), message,
+                len(skipped), skipped[0].message if skipped else "", round(report.seconds, 3), message,
                 report.diagnosis.mistake if report.diagnosis else "", replay if report.status != PASS else "",
                 shown, data, "\n".join(lines))
 
@@ -302,14 +305,15 @@ def _suffix(shard) -> str:
 
 def write_junit(path: Path, students: list[str], problems: list[str], cells: dict, seed: int) -> None:
     suites = ET.Element("testsuites", name="attn-drill")
-    totals = dict(tests=0, failures=0, errors=0, time=0.0)
+    totals = dict(tests=0, failures=0, errors=0, skipped=0, time=0.0)
     for s in students:
         row = [cells[(s, p)] for p in problems if (s, p) in cells]
         failures = sum(c.status == FAIL for c in row)
         errors = sum(c.status == ERROR for c in row)
         t = sum(c.seconds for c in row)
-        suite = ET.SubElement(suites, "testsuite", name=s, tests=str(len(row)), failures=str(failures),
-                              errors=str(errors), skipped="0", time=f"{t:.3f}")
+        skipped = [(c, case) for c in row for case in (c.exercism or {}).get("attn_drill", {}).get("skipped", [])]
+        suite = ET.SubElement(suites, "testsuite", name=s, tests=str(len(row) + len(skipped)),
+                              failures=str(failures), errors=str(errors), skipped=str(len(skipped)), time=f"{t:.3f}")
         props = ET.SubElement(suite, "properties")
         ET.SubElement(props, "property", name="seed", value=str(seed))
         for c in row:
@@ -322,7 +326,12 @@ def write_junit(path: Path, students: list[str], problems: list[str], cells: dic
             out = (c.exercism or {}).get("attn_drill", {}).get("output")
             if out:
                 ET.SubElement(case, "system-out").text = out
-        for k, v in (("tests", len(row)), ("failures", failures), ("errors", errors), ("time", t)):
+        for c, case in skipped:      # a case not run here is its own testcase, marked skipped
+            el = ET.SubElement(suite, "testcase", classname=s, name=f"{c.problem}[{case['name']}]", time="0",
+                               file=c.file)
+            ET.SubElement(el, "skipped", message=case["reason"][:1000])
+        for k, v in (("tests", len(row) + len(skipped)), ("failures", failures), ("errors", errors),
+                     ("skipped", len(skipped)), ("time", t)):
             totals[k] += v
     for k, v in totals.items():
         suites.set(k, f"{v:.3f}" if k == "time" else str(v))
@@ -340,8 +349,8 @@ def write_outputs(out: Path, students, problems, cells, seed, shard, meta) -> di
         (folder / f"{p}.json").write_text(json.dumps(c.exercism, indent=2, ensure_ascii=False) + "\n",
                                           encoding="utf-8")
     write_junit(out / f"junit{sfx}.xml", students, problems, cells, seed)
-    cols = ["student", "problem", "outcome", "status", "cases_passed", "cases_total", "seconds", "diagnosis",
-            "message", "replay"]
+    cols = ["student", "problem", "outcome", "status", "cases_passed", "cases_total", "cases_skipped", "seconds",
+            "diagnosis", "message", "replay"]
     with open(out / f"results{sfx}.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, cols, extrasaction="ignore")
         w.writeheader()
@@ -447,7 +456,14 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
             "seconds": round(seconds, 2), "passed": passed, "graded": len(graded),
             "pass_rate": round(rate, 2), "warnings": batch.warnings,
             "tool_errors": sum(c.outcome == "tool-error" for c in graded),
-            "sandbox": "bubblewrap" if sandboxed else None, "isolation": isolation_note}
+            "sandbox": "bubblewrap" if sandboxed else None, "isolation": isolation_note,
+            "cases_skipped": sum(c.cases_skipped for c in graded)}
+    skip_note = ""
+    if meta["cases_skipped"]:
+        reason = next(c.skipped_reason for c in graded if c.cases_skipped)
+        skip_note = (f"{meta['cases_skipped']} case(s) not run on this machine (e.g. {reason}): "
+                     f"a pass here does not cover them")
+        batch.warnings.append(skip_note)
     summary = write_outputs(out, students, problems, cells, seed, shard, meta)
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))

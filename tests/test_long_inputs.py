@@ -1,0 +1,77 @@
+"""A solution that is right only on short inputs must fail the default cases.
+
+The cheat: the reference, with every tensor it returns replaced by zeros whenever an input
+(a tensor's non-batch size, or an integer argument) reaches a threshold. If some default case is
+longer than the threshold, the cheat fails; this holds for every problem with tensor outputs, at
+thresholds from 12 (the shortest "long" case the seed document's problems used to lack) to 64.
+"""
+from pathlib import Path
+
+import pytest
+
+from attn_drill import bank, source
+from attn_drill.worker import WorkerClient
+
+THRESHOLDS = (12, 64)
+
+WRAPPER = '''
+
+import torch as cheat_torch
+
+
+def cheat_big(args, limit):
+    for v in args:
+        if isinstance(v, cheat_torch.Tensor) and any(s >= limit for s in v.shape[1:]):
+            return True
+        if isinstance(v, int) and not isinstance(v, bool) and v >= limit:
+            return True
+        if isinstance(v, (list, tuple)) and cheat_big(v, limit):
+            return True
+    return False
+
+
+def cheat_zero(out):
+    if isinstance(out, cheat_torch.Tensor) and out.is_floating_point():
+        return out * 0
+    if isinstance(out, tuple):
+        return tuple(cheat_zero(o) for o in out)
+    if isinstance(out, list):
+        return [cheat_zero(o) for o in out]
+    return out
+
+
+def cheat(fn, limit):
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return cheat_zero(out) if cheat_big(list(args) + list(kwargs.values()), limit) else out
+    return wrapped
+'''
+
+# what these problems return is not a tensor: a figure, two integers, a unit test
+NOT_TENSORS = {"attention_heatmap", "attention_cost", "mha_unit_test"}
+
+
+def cheat_source(pid: str, limit: int) -> str:
+    spec = bank.get(pid)
+    lines = [source.read(bank.reference_path(pid)), WRAPPER]
+    for name in spec.interface:
+        if spec.kind == "module" or name[:1].isupper():
+            lines.append(f"{name}.forward = cheat({name}.forward, {limit})")
+        else:
+            lines.append(f"{name} = cheat({name}, {limit})")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with WorkerClient() as c:
+        yield c
+
+
+@pytest.mark.parametrize("pid", [p for p in bank.ids() if p not in NOT_TENSORS])
+def test_right_only_on_short_inputs_fails(client, pid, tmp_path):
+    for limit in THRESHOLDS:
+        path = tmp_path / f"{pid}.py"
+        path.write_text(cheat_source(pid, limit), encoding="utf-8")
+        r = client.grade(pid, str(path), 0, time_limit=60)
+        assert r.status != "pass", f"zeros from size {limit} up pass every default case of {pid}"
