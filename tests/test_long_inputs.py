@@ -1,7 +1,8 @@
 """A solution that is right only on short inputs must fail the default cases.
 
-The cheat: the reference, with every tensor it returns replaced by zeros whenever an input
-(a tensor's non-batch size, or an integer argument) reaches a threshold. If some default case is
+The cheat: the reference, with every tensor it returns replaced by zeros whenever an input is
+"long": a tensor's non-batch size, the largest value of an integer tensor (lengths, offsets,
+positions), or an integer argument reaches a threshold. If some default case is
 longer than the threshold, the cheat fails; this holds for every problem with tensor outputs, at
 thresholds from 12 (the shortest "long" case the seed document's problems used to lack) to 64.
 """
@@ -23,6 +24,9 @@ def cheat_big(args, limit):
     for v in args:
         if isinstance(v, cheat_torch.Tensor) and any(s >= limit for s in v.shape[1:]):
             return True
+        if isinstance(v, cheat_torch.Tensor) and v.dtype in (cheat_torch.int32, cheat_torch.int64) and v.numel() \
+                and int(v.max()) >= limit:        # lengths and offsets: context_lens, cu_seqlens, positions
+            return True
         if isinstance(v, int) and not isinstance(v, bool) and v >= limit:
             return True
         if isinstance(v, (list, tuple)) and cheat_big(v, limit):
@@ -31,8 +35,8 @@ def cheat_big(args, limit):
 
 
 def cheat_zero(out):
-    if isinstance(out, cheat_torch.Tensor) and out.is_floating_point():
-        return out * 0
+    if isinstance(out, cheat_torch.Tensor):
+        return out * 0 if out.is_floating_point() else cheat_torch.zeros_like(out)
     if isinstance(out, tuple):
         return tuple(cheat_zero(o) for o in out)
     if isinstance(out, list):

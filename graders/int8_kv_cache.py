@@ -1,0 +1,278 @@
+"""Cases for `int8_kv_cache`: quantize_int8 per token and per channel (outlier channels), exact
+half-to-even ties, a static scale that saturates, all-zero rows, dequantize_int8; the Int8KVCache
+driven through a prefill, decode steps and chunks against attention over the dequantised cache; its
+storage (int8 codes, nothing else as large); and its error against unquantised attention, within the
+bound the quantisation implies.
+
+The data of every case is kept away from rounding ties (x / scale within 1e-3 of k + 1/2) unless
+the case is about ties, so that every correct way of writing the division rounds the same."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_drill.api import Case, Ctx, Failure, type_name
+
+TIE_MARGIN = 1e-3
+
+
+# ---------------------------------------------------------------- data
+def _away_from_ties(x: torch.Tensor, dim: int, dtype, scale: float | None = None) -> torch.Tensor:
+    """x with every element whose x / scale (computed from x rounded to dtype) lies within TIE_MARGIN
+    of a half-integer shrunk a little, until none does. The absmax of each row stays put."""
+    for _ in range(40):
+        xr = x.to(dtype).to(torch.float64)
+        s = xr.abs().amax(dim=dim, keepdim=True).clamp(min=1e-8) / 127 if scale is None else scale
+        t = xr / s
+        bad = ((t - t.floor()) - 0.5).abs() < TIE_MARGIN
+        if not bad.any():
+            return x
+        x = torch.where(bad, x * 0.993, x)
+    raise RuntimeError("grader: could not move the data away from rounding ties")
+
+
+def _outliers(ctx: Ctx, shape, dim_c: int = -1, factors=(20.0, 10.0)) -> torch.Tensor:
+    """randn data with a few outlier channels (along the last axis) scaled up, as keys often have."""
+    x = ctx.randn(*shape)
+    D = shape[-1]
+    for i, f in enumerate(factors):
+        x[..., (3 * i + 1) % D] *= f
+    return x
+
+
+def _quant_case(ctx, name, x, dim, dtype, note, scale=None, traits=()):
+    x = _away_from_ties(x, dim, dtype, scale)
+    kwargs = {"dim": dim} if scale is None else {"dim": dim, "scale": scale}
+    return Case(name=name, target="quantize_int8", inputs={"x": x}, kwargs=kwargs, dtype=dtype, grad=False,
+                output_names=("q", "scale"), traits=tuple(traits), note=note)
+
+
+def _mixed_signs(ctx, shape):
+    """Rows whose most negative entry is larger in size than their largest positive one (and some
+    rows all negative): absmax needs the abs."""
+    x = ctx.randn(*shape)
+    x[..., 0] = -4.0 - ctx.rand(*shape[:-1])
+    x[0, ..., :] = -(x[0, ..., :].abs() + 0.1)
+    return x
+
+
+def _ties() -> torch.Tensor:
+    """Rows with absmax 127 (scale exactly 1) and entries k + 1/2: every entry is a rounding tie."""
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 4.5, 10.5, -11.5, 126.5, -126.5],
+                          dtype=torch.float64)
+    rows = torch.stack([halves.roll(i) for i in range(5)])           # (5, 12)
+    top = torch.tensor([127.0, -127.0, 127.0, 127.0, -127.0], dtype=torch.float64)[:, None]
+    return torch.cat([rows, top], dim=1)                               # (5, 13)
+
+
+def _ties_case(name, dtype):
+    return Case(name=name, target="quantize_int8", inputs={"x": _ties()}, kwargs={"dim": -1},
+                dtype=dtype, grad=False, output_names=("q", "scale"),
+                note="x / scale = k + 1/2 exactly: round half to even")
+
+
+def _dequant_case(ctx, name, shape, dim, dtype):
+    q = ctx.randint(-127, 128, shape).to(torch.int8)
+    sshape = list(shape)
+    sshape[dim] = 1
+    scale = ctx.rand(*sshape) * 0.1 + 1e-3
+    return Case(name=name, target="dequantize_int8", inputs={"q": q, "scale": scale}, dtype=dtype, grad=False,
+                note=f"codes {list(shape)}, scales {sshape}")
+
+
+# ---------------------------------------------------------------- zero rows
+def check_zero_rows(sub, ref, case) -> list:
+    """sub: the probe `zero_rows`: quantize_int8 on data with all-zero rows, and dequantize_int8."""
+    zero = case.probe_args["zero_rows"]
+    q, scale, back = (sub.get(k) if isinstance(sub, dict) else None for k in ("q", "scale", "back"))
+    if not all(isinstance(t, torch.Tensor) for t in (q, scale, back)):
+        return [f"quantize_int8 / dequantize_int8 did not return tensors ({type_name(q)}, {type_name(scale)}, "
+                f"{type_name(back)})"]
+    want_q, want_scale = ref["q"], ref["scale"]
+    if q.shape != want_q.shape or scale.shape != want_scale.shape:
+        return [f"quantize_int8 returned q {list(q.shape)} and scale {list(scale.shape)}; expected "
+                f"{list(want_q.shape)} and {list(want_scale.shape)}"]
+    s = scale.double()[zero]
+    if not bool(torch.isfinite(s).all()) or not bool((s > 0).all()):
+        bad = float(s[~(torch.isfinite(s) & (s > 0))][0])
+        return [Failure(f"an all-zero row got scale {bad}: max|x| / 127 is 0 there, so x / scale is 0 / 0 = NaN. "
+                        f"Clamp max|x| (e.g. to at least 1e-8) before dividing", mistake="no_zero_guard")]
+    if q.dtype != torch.int8 or bool((q[zero] != 0).any()):
+        return [f"an all-zero row must quantise to codes 0 (int8); got {q[zero].flatten()[:6].tolist()} ({q.dtype})"]
+    if not bool(torch.isfinite(back.double()).all()) or bool((back.double()[zero] != 0).any()):
+        return ["dequantize_int8 of an all-zero row must give zeros"]
+    if not torch.equal(q, want_q):
+        return [f"the codes of the rows that are not zero differ from clamp(round(x / scale), -127, 127) in "
+                f"{int((q != want_q).sum())} of {q.numel()} places"]
+    return []
+
+
+def _zero_case(ctx, name, dtype):
+    x = ctx.randn(4, 3, 10)
+    zero = torch.zeros(4, 3, dtype=torch.bool)
+    zero[0, 1] = zero[2, 0] = zero[3, 2] = True
+    x[zero] = 0.0
+    x = _away_from_ties(x, -1, dtype)
+    return Case(name=name, target="quantize_int8", inputs={"x": x}, probe="zero_rows",
+                probe_args={"zero_rows": zero}, check=check_zero_rows, dtype=dtype, grad=False,
+                note="three all-zero rows")
+
+
+# ---------------------------------------------------------------- the cache
+def _qkv(ctx, B, H, L, D, dtype, outliers=False, scale=1.0):
+    q = ctx.randn(B, H, L, D, scale=scale)
+    k = _outliers(ctx, (B, H, L, D)) if outliers else ctx.randn(B, H, L, D)
+    v = ctx.randn(B, H, L, D)
+    return q, _away_from_ties(k, -1, dtype), _away_from_ties(v, -1, dtype)
+
+
+def _cache_case(ctx, name, B, H, L, D, dtype, schedule, extra=0, outliers=False, traits=(), scale=1.0):
+    q, k, v = _qkv(ctx, B, H, L, D, dtype, outliers, scale)
+    words = {"b1": B == 1, "l1": L == 1, "h1": H == 1}
+    return Case(name=name, target="Int8KVCache", inputs={"q": q, "k": k, "v": v}, probe="run_cache",
+                probe_args={"schedule": list(schedule), "max_len": L + extra}, dtype=dtype, grad=False,
+                traits=tuple(traits) + tuple(w for w, on in words.items() if on),
+                note=f"schedule {list(schedule)}, max_len {L + extra}" + (", outlier key channels" if outliers else ""))
+
+
+def _schedule(ctx: Ctx, L: int, max_chunk: int = 4) -> list[int]:
+    out = [ctx.int(1, L)]
+    left = L - out[0]
+    while left > 0:
+        n = min(left, ctx.int(1, max_chunk))
+        out.append(n)
+        left -= n
+    return out
+
+
+def check_storage(sub, ref, case) -> list:
+    """sub: the probe `storage`: the cache's four buffers after the schedule, and the bytes of every
+    tensor the cache object holds."""
+    if not isinstance(sub, dict):
+        return [f"the probe could not read the cache ({type_name(sub)})"]
+    B, H, max_len, D = case.probe_args["sizes"]
+    sdt = torch.float64 if case.dtype == torch.float64 else torch.float32
+    L = sum(case.probe_args["schedule"])
+    fails = []
+    for name in ("k_cache", "v_cache"):
+        t = sub.get(name)
+        if not isinstance(t, torch.Tensor):
+            return [f"after forward, self.{name} is {type_name(t)}; it must be an int8 tensor "
+                    f"({B}, {H}, {max_len}, {D})"]
+        if t.dtype != torch.int8 and not t.is_floating_point():
+            return [f"self.{name} is {str(t.dtype).replace('torch.', '')}; it must be torch.int8 (signed codes -127 .. 127)"]
+        if t.dtype != torch.int8:
+            return [Failure(f"self.{name} is {str(t.dtype).replace('torch.', '')}: the cache keeps floats, so it saves "
+                            f"no memory. Store the int8 codes (dtype torch.int8, 1 byte each) and the scales, and "
+                            f"dequantise when attending", mistake="cache_stores_float")]
+        if tuple(t.shape) != (B, H, max_len, D):
+            return [f"self.{name} has shape {list(t.shape)}; expected {[B, H, max_len, D]}"]
+        if not torch.equal(t[:, :, :L], ref[name][:, :, :L]):
+            fails.append(f"self.{name}[:, :, :{L}] holds other codes than quantize_int8(k or v, dim=-1) of the "
+                         f"tokens written (in {int((t[:, :, :L] != ref[name][:, :, :L]).sum())} places)")
+    for name in ("k_scale", "v_scale"):
+        t = sub.get(name)
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != (B, H, max_len, 1) or t.dtype != sdt:
+            got = f"{str(t.dtype).replace('torch.', '')} {list(t.shape)}" if isinstance(t, torch.Tensor) else type_name(t)
+            return fails + [f"self.{name} is {got}; expected {str(sdt).replace('torch.', '')} "
+                            f"{[B, H, max_len, 1]} (one scale per token and head)"]
+        want = ref[name][:, :, :L].double()
+        if not torch.allclose(t[:, :, :L].double(), want, rtol=1e-6, atol=0):
+            fails.append(f"self.{name}[:, :, :{L}] differs from the per-token scales max|x| / 127")
+    held = sub.get("bytes")
+    budget = 2 * B * H * max_len * D + 2 * B * H * max_len * (8 if sdt == torch.float64 else 4)
+    if not isinstance(held, int) or held > budget + 4096:
+        fails.append(f"the cache object holds {held} bytes of tensors; int8 codes and {str(sdt).replace('torch.', '')} "
+                     f"scales need {budget}. Keep no float copy of the keys or values in the cache")
+    return fails
+
+
+def check_bound(sub, ref, case) -> list:
+    """The output against attention over the dequantised cache (tight), and against attention over
+    the original keys and values, within the bound the quantisation implies:
+      score error per key   |delta_j| <= sum_c |q_c| s_k,j / 2 / sqrt(D) = Delta (s: per-token scale)
+      output error          |o^ - o| <= (exp(2 Delta) - 1) max_j |v^_j| + max_j s_v,j / 2"""
+    if not isinstance(sub, torch.Tensor):
+        return [f"the cache's forward returned {type_name(sub)}, not a tensor"]
+    q, k, v = (case.inputs[n].to(case.dtype).double() for n in ("q", "k", "v"))
+    B, H, L, D = q.shape
+    truth = case.truth_obs.value if hasattr(case.truth_obs, "value") else case.truth_obs
+    if tuple(sub.shape) != (B, H, L, D):
+        return [f"the cache's outputs have shape {list(sub.shape)}; expected {[B, H, L, D]}"]
+    got = sub.double()
+    if not bool(torch.isfinite(got).all()):
+        return ["the cache's output has NaN or inf values"]
+    s_k = k.abs().amax(-1, keepdim=True).clamp(min=1e-8) / 127                   # (B, H, L, 1)
+    s_v = v.abs().amax(-1, keepdim=True).clamp(min=1e-8) / 127
+    v_hat = torch.round(v / s_v).clamp(-127, 127) * s_v
+    keep = torch.ones(L, L, dtype=torch.bool).tril()
+    plain = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(D)).masked_fill(~keep, float("-inf")), -1) @ v
+    delta = (q.abs().sum(-1, keepdim=True) * s_k.transpose(-2, -1) / 2 / math.sqrt(D))   # (B, H, L, L)
+    delta = delta.masked_fill(~keep, 0).amax(-1, keepdim=True)                           # (B, H, L, 1)
+    v_max = (v_hat.abs().amax(-1).unsqueeze(-2) * keep).amax(-1, keepdim=True)          # (B, H, L, 1)
+    s_max = (s_v.transpose(-2, -1) * keep).amax(-1, keepdim=True)                       # (B, H, L, 1)
+    bound = torch.expm1(2 * delta) * v_max + s_max / 2
+    excess = ((got - plain).abs() - bound).amax()
+    err_q = float((got - truth.double()).abs().max())
+    scale = float(truth.double().abs().max())
+    tight = 1e-9 if case.dtype == torch.float64 else 2e-5
+    if float(excess) > 0:
+        return [f"the output differs from attention over the original keys and values by more than the int8 "
+                f"quantisation allows (by {float(excess):.3g} beyond the bound); the codes or scales are wrong"]
+    if err_q > tight * max(1.0, scale):
+        return [f"the output is within the quantisation bound of unquantised attention, but differs from "
+                f"attention over the dequantised cache by {err_q:.3g}: quantise k and v per token "
+                f"(one scale per (batch, head, position)), round half to even, and attend over "
+                f"dequantize_int8(codes, scales)"]
+    return []
+
+
+# ---------------------------------------------------------------- the cases
+def cases(ctx: Ctx) -> list[Case]:
+    out = [
+        _quant_case(ctx, "per_token_fp64", _mixed_signs(ctx, (2, 3, 9, 8)), -1, torch.float64,
+                    "per token (dim=-1), rows with large negative entries"),
+        _quant_case(ctx, "per_channel_outliers_fp32", _outliers(ctx, (2, 2, 70, 12)), -2, torch.float32,
+                    "per channel (dim=-2) over 70 tokens, outlier channels x20 and x10", traits=("long",)),
+        _ties_case("ties_half_even_fp64", torch.float64),
+        _quant_case(ctx, "static_scale_saturates_fp64", ctx.randn(3, 5, 11, scale=4.0), -1, torch.float64,
+                    "static scale 0.05: |x| up to ~15 saturates at +-127", scale=0.05),
+        _quant_case(ctx, "per_token_bf16", ctx.randn(3, 5, 16), -1, torch.bfloat16, "per token"),
+        _zero_case(ctx, "zero_rows_fp32", torch.float32),
+        _dequant_case(ctx, "dequantize_fp64", (2, 3, 7, 5), -1, torch.float64),
+    ]
+    dims = ctx.int(1, 4), ctx.int(1, 12), ctx.int(1, 9)
+    out.append(_quant_case(ctx, "sizes_from_seed_fp32", ctx.randn(*dims), ctx.choice([-1, -2, 0]), torch.float32,
+                           f"shape {list(dims)}"))
+    out += [
+        _cache_case(ctx, "cache_decode_fp64", 2, 3, 11, 8, torch.float64, (5, 1, 1, 1, 3), extra=4),
+        _cache_case(ctx, "cache_b1_l1_fp64", 1, 2, 1, 6, torch.float64, (1,), extra=2),
+        _cache_case(ctx, "cache_long_fp32", 2, 2, 80, 16, torch.float32, (64, 1, 1, 14), traits=("long",)),
+        _cache_case(ctx, "cache_bf16", 2, 3, 9, 8, torch.bfloat16, (4, 2, 1, 2), extra=1),
+    ]
+    q, k, v = _qkv(ctx, 2, 2, 24, 16, torch.float32, outliers=True)
+    out.append(Case(name="cache_error_bound_fp32", target="Int8KVCache", inputs={"q": q, "k": k, "v": v},
+                    probe="run_cache", probe_args={"schedule": [16, 1, 1, 6], "max_len": 24}, check=check_bound,
+                    dtype=torch.float32, grad=False, note="outlier key channels; vs unquantised attention"))
+    q, k, v = _qkv(ctx, 2, 3, 9, 8, torch.float32)
+    out.append(Case(name="cache_storage_fp32", target="Int8KVCache", inputs={"q": q, "k": k, "v": v},
+                    probe="storage", probe_args={"schedule": [5, 1, 3], "sizes": [2, 3, 20, 8]}, check=check_storage,
+                    dtype=torch.float32, grad=False, note="int8 codes, scales, bytes held"))
+    if ctx.full:
+        for i in range(5):
+            shape = [ctx.int(1, 4) for _ in range(ctx.int(1, 2))] + [ctx.int(1, 20), ctx.int(1, 33)]
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            dim = ctx.choice([-1, -2])
+            scale = ctx.choice([None, None, 0.02])
+            out.append(_quant_case(ctx, f"random_quant{i}", _outliers(ctx, shape) if i % 2 else ctx.randn(*shape),
+                                   dim, dtype, f"dim={dim}" + (f", static scale {scale}" if scale else ""),
+                                   scale=scale))
+        for i in range(5):
+            B, H, L, D = ctx.int(1, 3), ctx.int(1, 4), ctx.int(1, 40), ctx.int(1, 24)
+            dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
+            out.append(_cache_case(ctx, f"random_cache{i}", B, H, L, D, dtype, _schedule(ctx, L), extra=ctx.int(0, 4),
+                                   outliers=bool(i % 2)))
+        out.append(_dequant_case(ctx, "dequantize_channels_fp32", (3, 9, 6), -2, torch.float32))
+        out.append(_zero_case(ctx, "zero_rows_bf16", torch.bfloat16))
+    return out
