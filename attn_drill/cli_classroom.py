@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from .cli import _run, app
+from .cli import complete_id, _run, app
 
 
 class Device(str, Enum):
@@ -57,7 +57,7 @@ def grade(submissions: Path = typer.Argument(..., help="Folder with one sub-fold
 
 
 @app.command()
-def bench(problem: str = typer.Argument(..., help="Problem id, e.g. mhsa."),
+def bench(problem: str = typer.Argument(..., help="Problem id, e.g. mhsa.", autocompletion=complete_id),
           path: Optional[Path] = typer.Argument(None, help="File to time (default ./<id>.py)."),
           seed: int = typer.Option(0, "--seed", help="Seed for the inputs and parameters."),
           device: Device = typer.Option(Device.auto, "--device", help="cpu, cuda, or auto (cuda when present)."),

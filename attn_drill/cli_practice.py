@@ -9,23 +9,23 @@ from typing import List, Optional
 
 import typer
 
-from .cli import Difficulty, Lang, _run, app
+from .cli import complete_id, LANG_HELP, Difficulty, Lang, _run, app, use_lang
 
 
 @app.command()
-def hint(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
-         lang: Lang = typer.Option(Lang.en, "--lang", help="Hint in en or zh."),
+def hint(problem: str = typer.Argument(..., help="Problem id, e.g. gqa.", autocompletion=complete_id),
+         lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP),
          show_all: bool = typer.Option(False, "--all", help="Show again the hints already seen (no new one).")):
     """Show the next hint for a problem, one at a time (recorded in your progress).
 
     Example: attn-drill hint gqa · attn-drill hint gqa --all
     """
     from .verbs.practice import hint as verb
-    _run(verb, problem, lang.value, show_all, Path.cwd())
+    _run(verb, problem, use_lang(lang), show_all, Path.cwd())
 
 
 @app.command()
-def solution(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
+def solution(problem: str = typer.Argument(..., help="Problem id, e.g. gqa.", autocompletion=complete_id),
              yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")):
     """Show the reference solution. Asks first if you have not passed the problem.
 
@@ -36,7 +36,7 @@ def solution(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
 
 
 @app.command()
-def reset(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
+def reset(problem: str = typer.Argument(..., help="Problem id, e.g. gqa.", autocompletion=complete_id),
           path: Optional[Path] = typer.Argument(None, help="File to reset (default ./<id>.py)."),
           yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")):
     """Put the stub back in <id>.py, keeping a backup of your file.
@@ -49,28 +49,28 @@ def reset(problem: str = typer.Argument(..., help="Problem id, e.g. gqa."),
 
 @app.command()
 def progress(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-             lang: Lang = typer.Option(Lang.en, "--lang", help="Titles in en or zh.")):
+             lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
     """Your progress in this folder: each problem, a summary by level and tag, and mock interviews.
 
     Example: attn-drill progress · attn-drill progress --json
     """
     from .verbs.practice import progress as verb
-    _run(verb, Path.cwd(), json_out, lang.value)
+    _run(verb, Path.cwd(), json_out, use_lang(lang))
 
 
 @app.command()
-def watch(problem: Optional[str] = typer.Argument(None, help="Problem id; omit to watch every problem file here."),
+def watch(problem: Optional[str] = typer.Argument(None, help="Problem id; omit to watch every problem file here.", autocompletion=complete_id),
           path: Optional[Path] = typer.Argument(None, help="File to watch (default ./<id>.py)."),
           seed: Optional[int] = typer.Option(None, "--seed",
                                              help="Master seed (default: random, kept across re-checks)."),
           full: bool = typer.Option(False, "--full", help="Also run the larger random cases."),
-          lang: Lang = typer.Option(Lang.en, "--lang", help="Diagnoses in en or zh.")):
+          lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
     """Re-grade on every save, with a warm grader (no torch import per check). Ctrl-C stops.
 
     Example: attn-drill watch gqa
     """
     from .verbs.watch import watch as verb
-    _run(verb, problem, str(path) if path else None, seed, full, lang.value, Path.cwd())
+    _run(verb, problem, str(path) if path else None, seed, full, use_lang(lang), Path.cwd())
 
 
 @app.command()
@@ -87,7 +87,7 @@ def mock(minutes: Optional[float] = typer.Option(None, "--minutes", "-m",
          resume: bool = typer.Option(False, "--resume", help="Continue the paused mock with the time it had left."),
          history: bool = typer.Option(False, "--history", help="List the mock interviews recorded here."),
          json_out: bool = typer.Option(False, "--json", help="Scorecard (or --history) as JSON on stdout."),
-         lang: Optional[Lang] = typer.Option(None, "--lang", help="Statements and hints in en or zh."),
+         lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP),
          seconds: Optional[float] = typer.Option(None, "--seconds", hidden=True)):
     """A timed mock interview: fresh files, a live countdown, checks, and a scorecard at the end.
 
@@ -100,7 +100,7 @@ def mock(minutes: Optional[float] = typer.Option(None, "--minutes", "-m",
     if history:
         _run(verb.history, Path.cwd(), json_out)
     elif resume:
-        _run(verb.resume, json_out, lang.value if lang else None, Path.cwd())
+        _run(verb.resume, json_out, (use_lang(lang) if lang else None), Path.cwd())
     else:
         _run(verb.start, count, minutes, seconds, difficulty.value if difficulty else None, tag,
-             list(problems or []), seed, dir, json_out, lang.value if lang else "en", Path.cwd())
+             list(problems or []), seed, dir, json_out, use_lang(lang), Path.cwd())

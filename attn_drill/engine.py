@@ -21,6 +21,7 @@ import torch
 from . import bank, policy, source, symptoms
 from .api import Case, Ctx, Failure, case_seed
 from .compare import weights_detail
+from .i18n import lang, t, tn
 from .judge import GraderBug, judge, mutant_match, stub_message
 from .results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Frame, Report, UserProblem
 from .room.side import CaseData, Side, run_side, side_from_wire
@@ -31,12 +32,14 @@ from .rooms import RoomFailure, Zygote
 class Target:
     """Where the file to grade is, as the judge sees it and as its room sees it."""
 
-    def __init__(self, path: str, room_path: str | None = None, hidden=(), writable=None, shown: str | None = None):
+    def __init__(self, path: str, room_path: str | None = None, hidden=(), writable=None, shown: str | None = None,
+                 typed: str | None = None):
         self.path = str(Path(path).resolve())
         self.room_path = room_path or self.path
         self.hidden = list(hidden)
         self.writable = writable
         self.shown = shown
+        self.typed = typed        # the path as the user typed it for the replay command; "": the default ./<id>.py
 
 
 @contextlib.contextmanager
@@ -98,8 +101,8 @@ class _Grading:
         return r
 
     def _replay(self, case: str | None = None) -> str:
-        shown = self.target.shown or _shown(self.target.path)
-        return (f"attn-drill check {self.problem} {shown} --seed {self.seed}"
+        shown = self.target.typed if self.target.typed is not None else (self.target.shown or _shown(self.target.path))
+        return (f"attn-drill check {self.problem}{' ' + shown if shown else ''} --seed {self.seed}"
                 + (f" --case {case}" if case else "") + (" --full" if self.full else ""))
 
     # ------------------------------------------------------------ before any code runs
@@ -128,8 +131,8 @@ class _Grading:
         if self.only_case is not None:
             all_cases = [c for c in all_cases if c.name == self.only_case]
             if not all_cases:
-                raise KeyError(f"no case '{self.only_case}' for {self.problem} with seed {self.seed}"
-                               f"{'' if self.full else ' (try --full)'}; cases: {', '.join(names)}")
+                raise KeyError(t("engine.no_case", case=self.only_case, id=self.problem, seed=self.seed,
+                                 full="" if self.full else t("engine.try_full"), names=", ".join(names)))
         return all_cases
 
     # ------------------------------------------------------------ in the room
@@ -142,7 +145,7 @@ class _Grading:
         self.room.cancel_fd = self.cancel_fd
         try:
             reply = self.room.call({
-                "op": "load", "path": self.target.room_path, "problem": self.problem,
+                "op": "load", "path": self.target.room_path, "problem": self.problem, "lang": lang(),
                 "forbidden": list(self.spec.all_forbidden), "probes": self.probe_source,
                 "hidden": self.target.hidden, "writable": self.target.writable, "budget": self.time_limit,
                 "folders": [str(Path(self.target.room_path).parent)]})
@@ -178,7 +181,7 @@ class _Grading:
             if res.status in (FAIL, ERROR):
                 if "--case" not in r.replay:
                     r.replay = self._replay(res.name)
-                stub = res.message.startswith("not written yet")
+                stub = bool(res.problem and res.problem.message.startswith("NotImplementedError"))
                 if self.fail_fast or res.status == ERROR or stub:
                     break
         self._explain()
@@ -260,7 +263,7 @@ class _Grading:
         case = st["case"]
         if st["skip"]:
             return CaseResult(case.name, SKIP, case.shapes(), _dtype_name(case.dtype), case.note,
-                              message=case.cuda_reason + "; this machine has no CUDA")
+                              message=t("engine.no_cuda", reason=case.cuda_reason))
         sub = st["sub"] = self._side(self.room.result(st["ticket"]))
         return self._check_case(case, st["prep"], sub) if case.is_check else \
             self._case(case, st["prep"], st["truth"], st["low"], sub, st)
@@ -272,8 +275,7 @@ class _Grading:
         try:
             return side_from_wire(reply.get("side"))
         except (ValueError, TypeError, KeyError) as exc:
-            return Side(problem=UserProblem("runner", f"your code's grading process sent back a reply that "
-                                                      f"cannot be read ({exc})"))
+            return Side(problem=UserProblem("runner", t("engine.unreadable_reply", why=exc)))
 
     def _judged(self, case: Case, prep, truth, low, side, rules: bool = True):
         """judge(), then the precision rule for float64 cases."""
@@ -327,11 +329,10 @@ class _Grading:
             worst = max((c["relnorm"] for c in limits.values()), default=0.0)
         if self.spec.full_float64:
             res.status, res.forward = FAIL, FAIL
-            res.message = (f"float32-level error in a float64 case (relative error {worst:.2g}): this problem "
-                           f"asks float64 inputs to be computed in float64 (a .float() or a float32 constant?)")
+            res.message = t("engine.full_float64", err=f"{worst:.2g}")
             res.tensor, res.detail, res.diagnosis = "precision", None, None
             return res, limits
-        res.warning = PRECISION_NOTE.format(err=f"{worst:.2g}")
+        res.warning = t("engine.precision_note", err=f"{worst:.2g}")
         if res32 is not None:
             res.status, res.forward, res.gradient = PASS, PASS, PASS if case.grad else res.gradient
             res.message, res.detail, res.diagnosis = "", None, None
@@ -394,7 +395,7 @@ class _Grading:
         try:
             failures = list(case.check(sub.obs, ref, case) or [])
         except Exception as exc:  # noqa: BLE001 - the observation comes from untrusted code
-            failures = [f"what your code returned could not be checked ({type(exc).__name__}: {exc})"]
+            failures = [t("engine.uncheckable", error=f"{type(exc).__name__}: {exc}")]
         for i, rule in enumerate(case.trace):
             msg = rule.check(sub.ops, case)
             if msg:
@@ -430,9 +431,9 @@ class _Grading:
             ran = [c for c in r.cases if c.status != SKIP]
             parts = []
             if failed:
-                parts.append(f"{len(failed)} of {len(ran)} case(s) failed")
+                parts.append(t("report.cases_failed", failed=len(failed), ran=len(ran)))
             if forbidden:
-                parts.append(f"uses forbidden `{forbidden[0]['name']}` (line {forbidden[0]['line']})")
+                parts.append(t("report.forbidden", name=forbidden[0]["name"], line=forbidden[0]["line"]))
             if missing:
                 parts.append(missing[0]["message"])
             r.message = "; ".join(parts)
@@ -440,16 +441,11 @@ class _Grading:
             r.status = PASS
             skipped = [c for c in r.cases if c.status == SKIP]
             n = len(r.cases) - len(skipped)
-            r.message = (f"all {n} cases passed" if n != 1 else "the case passed") + (
-                f" ({len(skipped)} skipped: {skipped[0].message})" if skipped else "")
+            r.message = tn("report.all_passed", n) + (tn("report.skipped", len(skipped)) if skipped else "")
             r.replay = ""
 
 
 NUDGED_RUNS = 3        # extra low-precision runs of the reference, on nudged inputs, per case
-
-PRECISION_NOTE = ("float32-level error in a float64 case (relative error {err}): a float32 constant "
-                  "(torch.tensor of Python floats is float32), a .float() upcast, or a float32 buffer? "
-                  "It passes: in float64 cases, rounding at float32 level is not a mistake of logic")
 
 
 class LazyObs:
@@ -552,7 +548,7 @@ def _problem_from_wire(p) -> UserProblem:
         frames = [Frame(str(f[0])[:200], int(f[1]), str(f[2])[:200], str(f[3])[:500]) for f in p.get("frames") or []]
         return UserProblem(str(p.get("kind", "runner"))[:30], str(p.get("message", ""))[:4000], frames[:16])
     except (AttributeError, TypeError, ValueError, IndexError):
-        return UserProblem("runner", "your code's grading process sent back a reply that cannot be read")
+        return UserProblem("runner", t("engine.unreadable_reply", why="?"))
 
 
 def _dtype_name(dtype) -> str:

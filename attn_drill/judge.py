@@ -6,6 +6,7 @@ import torch
 
 from .api import Case
 from .compare import compare, detail
+from .i18n import index, t
 from .results import ERROR, FAIL, PASS, CaseResult, UserProblem
 from .room.params import apply
 from .room.side import Side
@@ -17,9 +18,9 @@ class GraderBug(RuntimeError):
 
 def _value_str(v) -> str:
     if isinstance(v, dict) and set(v) == {"$object"}:
-        return f"a {v['$object']} object"
+        return t("judge.an_object", type=v["$object"])
     if isinstance(v, torch.Tensor):
-        return f"tensor of shape {list(v.shape)}, {str(v.dtype).replace('torch.', '')}, on {v.device}"
+        return t("judge.a_tensor", shape=list(v.shape), dtype=str(v.dtype).replace("torch.", ""), device=v.device)
     return f"{type(v).__name__} {v!r}"[:120]
 
 
@@ -37,58 +38,55 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
             res.status = ERROR
         return res, limits
     if sub.mutated:
-        return _fail(res, "forward", f"your code changed its input(s) {', '.join(sub.mutated)} in place; "
-                                     f"work on copies (e.g. x = x.clone()) or use out-of-place ops"), limits
+        return _fail(res, "forward", t("judge.mutated", names=", ".join(sub.mutated))), limits
     low_map = dict(low.outs) if low else {}
     sub_map = dict(sub.outs)
     res.forward = PASS
     worst = None  # (score, name, cmp, got, truth)
     # -- forward: names, shapes, dtypes, devices, then values
-    for name, t in truth.outs:
+    for name, expect in truth.outs:
         if name not in sub_map:
-            return _fail(res, "forward", f"your code returned {len(sub.outs)} value(s); expected {len(truth.outs)} "
-                                         f"({', '.join(n for n, _ in truth.outs)})"), limits
+            return _fail(res, "forward", t("judge.count", got=len(sub.outs), want=len(truth.outs),
+                                           names=", ".join(n for n, _ in truth.outs))), limits
         got = sub_map[name]
-        if isinstance(t, torch.Tensor):
+        if isinstance(expect, torch.Tensor):
             if not isinstance(got, torch.Tensor):
-                return _fail(res, "forward", f"`{name}` should be a tensor; got {_value_str(got)}"), limits
-            if tuple(got.shape) != tuple(t.shape):
-                return _fail(res, "forward", f"`{name}` has shape {list(got.shape)}; expected {list(t.shape)}"), limits
+                return _fail(res, "forward", t("judge.not_tensor", name=name, got=_value_str(got))), limits
+            if tuple(got.shape) != tuple(expect.shape):
+                return _fail(res, "forward", t("judge.shape", name=name, got=list(got.shape), want=list(expect.shape))), limits
             want_dtype = low_map[name].dtype if low and tol_dtype is None and isinstance(low_map.get(name), torch.Tensor) else \
-                (case.dtype if t.is_floating_point() else t.dtype)
+                (case.dtype if expect.is_floating_point() else expect.dtype)
             if got.dtype != want_dtype:
-                return _fail(res, "forward", f"`{name}` has dtype {got.dtype}; expected {want_dtype} "
-                                             f"(keep the input's dtype)"), limits
+                return _fail(res, "forward", t("judge.dtype", name=name, got=got.dtype, want=want_dtype)), limits
             if got.device.type != torch.device(case.device).type:
-                return _fail(res, "forward", f"`{name}` is on {got.device}; expected {case.device}"), limits
-            if not t.is_floating_point() or case.exact:
-                if not torch.equal(got.detach().cpu(), t.detach().cpu().to(got.dtype)):
-                    n_bad = int((got.detach().cpu() != t.detach().cpu().to(got.dtype)).sum())
-                    return _fail(res, "forward", f"`{name}` differs from the expected values in {n_bad} of "
-                                                 f"{t.numel()} elements"), limits
+                return _fail(res, "forward", t("judge.device", name=name, got=got.device, want=case.device)), limits
+            if not expect.is_floating_point() or case.exact:
+                if not torch.equal(got.detach().cpu(), expect.detach().cpu().to(got.dtype)):
+                    n_bad = int((got.detach().cpu() != expect.detach().cpu().to(got.dtype)).sum())
+                    return _fail(res, "forward", t("judge.exact", name=name, bad=n_bad, total=expect.numel())), limits
                 continue
-            if not torch.isfinite(t).all():
+            if not torch.isfinite(expect).all():
                 raise GraderBug(f"{case.name}: the reference's `{name}` has NaN/inf (a grader bug)")
-            cmp = compare(got, t, _runs(low, name), tol_dtype or _tol_dtype(case), grad=False, rtol=case.rtol)
+            cmp = compare(got, expect, _runs(low, name), tol_dtype or _tol_dtype(case), grad=False, rtol=case.rtol)
             limits[name] = cmp
-            worst = _worse(worst, (name, cmp, got, t))
+            worst = _worse(worst, (name, cmp, got, expect))
         else:
-            if isinstance(t, float) and not case.exact:
-                ok = isinstance(got, (int, float)) and abs(got - t) <= 1e-9 * max(1.0, abs(t))
+            if isinstance(expect, float) and not case.exact:
+                ok = isinstance(got, (int, float)) and abs(got - expect) <= 1e-9 * max(1.0, abs(expect))
             else:
-                ok = type(got) is type(t) and got == t or (isinstance(t, int) and isinstance(got, int) and got == t)
+                ok = type(got) is type(expect) and got == expect or (isinstance(expect, int) and isinstance(got, int) and got == expect)
             if not ok:
-                return _fail(res, "forward", f"`{name}` is {got!r}; expected {t!r}"), limits
+                return _fail(res, "forward", t("judge.value", name=name, got=repr(got)[:200], want=repr(expect)[:200])), limits
     if worst is not None:
-        name, cmp, got, t = worst
+        name, cmp, got, expect = worst
         res.tensor, res.compare, res.max_error, res.allowed = name, cmp, cmp["max_abs"], cmp["allowed_abs"]
         if not cmp["ok"]:
             res.status, res.forward = FAIL, FAIL
             res.message = _cmp_message(name, cmp)
-            res.detail = detail(got, t, cmp, case.axes)
+            res.detail = detail(got, expect, cmp, case.axes)
             return res, limits
     if sub.nondeterministic:
-        return _fail(res, "forward", sub.nondeterministic + "; is dropout or randomness active in eval mode?"), limits
+        return _fail(res, "forward", t("judge.nondeterministic", what=sub.nondeterministic)), limits
     # -- gradients
     if case.grad and truth.grads:
         res.gradient = PASS
@@ -98,11 +96,10 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 continue  # parameters are judged in the submission's layout, by _judge_param_grads
             sg = sub.grads.get(key)
             if sg is None:
-                return _fail(res, "gradient", f"no gradient reaches `{key}`: is something detached, "
-                                              f"computed under no_grad, or not used?"), limits
+                return _fail(res, "gradient", t("judge.no_grad", name=key)), limits
             if tuple(sg.shape) != tuple(tg.shape):
-                return _fail(res, "gradient", f"gradient of `{key}` has shape {list(sg.shape)}; "
-                                              f"expected {list(tg.shape)}"), limits
+                return _fail(res, "gradient", t("judge.grad_shape", name=key, got=list(sg.shape),
+                                                want=list(tg.shape))), limits
             cmp = compare(sg, tg, _runs(low, key, grads=True), tol_dtype or _tol_dtype(case), grad=True,
                           rtol=case.rtol)
             limits["grad " + key] = cmp
@@ -112,7 +109,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
             res.status, res.gradient = FAIL, FAIL
             res.tensor, res.compare = f"grad {key}", cmp
             res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
-            res.message = _cmp_message(f"gradient of {key}", cmp)
+            res.message = _cmp_message(t("judge.gradient_of", name=key), cmp)
             axes = ("row", "col") if "param" in key else case.axes
             res.detail = detail(sg, tg, cmp, axes if "param" not in key else ("out feature", "in feature"))
             return res, limits
@@ -174,8 +171,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         if sg is _MISSING:
             continue
         if sg is None:
-            return _fail(res, "gradient", f"no gradient reaches parameter `{sub_name}`: is it used, and is "
-                                          f"nothing detached?")
+            return _fail(res, "gradient", t("judge.no_param_grad", name=sub_name))
         cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol)
         limits["grad param " + sub_name] = cmp
         worst = _worse(worst, (sub_name, cmp, sg, tg))
@@ -184,7 +180,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         res.status, res.gradient = FAIL, FAIL
         res.tensor, res.compare = f"grad param {name}", cmp
         res.max_error, res.allowed = cmp["max_abs"], cmp["allowed_abs"]
-        res.message = _cmp_message(f"gradient of parameter {name}", cmp)
+        res.message = _cmp_message(t("judge.gradient_of_param", name=name), cmp)
         res.detail = detail(sg, tg, cmp, ("out feature", "in feature"))
     return res
 
@@ -192,7 +188,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
 def stub_message(problem: UserProblem) -> str:
     if problem.message.startswith("NotImplementedError") and problem.frames:
         fr = problem.frames[-1]
-        return f"not written yet: {fr.file}:{fr.line} in {fr.func} still raises NotImplementedError"
+        return t("judge.not_written", file=fr.file, line=fr.line, func=fr.func)
     return problem.message
 
 
@@ -222,14 +218,13 @@ def _fail(res: CaseResult, where: str, message: str) -> CaseResult:
 
 def _cmp_message(name: str, cmp: dict) -> str:
     if cmp["nonfinite"]:
-        return (f"`{name}` has {cmp['nonfinite']} NaN/inf value(s), first at index {cmp['nonfinite_index']}; "
-                f"the expected values are all finite")
+        return t("cmp.nonfinite", name=name, n=cmp["nonfinite"], at=index(cmp["nonfinite_index"]))
     share = 100.0 * cmp["mismatched"] / max(cmp["total"], 1)
     if cmp["mismatched"] == 0:
-        return (f"`{name}` is off as a whole: relative error norm {cmp['relnorm']:.3g} > {cmp['gate']:.3g}")
-    return (f"`{name}`: {cmp['mismatched']} of {cmp['total']} elements ({share:.1f}%) differ; greatest "
-            f"difference {cmp['max_abs']:.3g} at {cmp['max_abs_index']} (allowed {cmp['allowed_abs']:.3g} "
-            f"+ {cmp['rtol']:.2g}·|expected|)")
+        return t("cmp.off_as_whole", name=name, relnorm=f"{cmp['relnorm']:.3g}", gate=f"{cmp['gate']:.3g}")
+    return t("cmp.differs", name=name, bad=cmp["mismatched"], total=cmp["total"], share=f"{share:.1f}",
+             worst=f"{cmp['max_abs']:.3g}", at=index(cmp["max_abs_index"]), allowed=f"{cmp['allowed_abs']:.2g}",
+             rtol=f"{cmp['rtol']:.2g}")
 
 
 # ---------------------------------------------------------------- diagnosis
@@ -257,7 +252,7 @@ def mutant_match(sub: Side, mut: Side, limits: dict) -> float | None:
             if not isinstance(s, torch.Tensor) or s.shape != m.shape:
                 return None
             if not m.is_floating_point():
-                if not torch.equal(s.detach().cpu(), m.detach().cpu()):
+                if s.dtype != m.dtype or not torch.equal(s.detach().cpu(), m.detach().cpu()):
                     return None
                 continue
             lim = limits.get(name)
@@ -269,7 +264,7 @@ def mutant_match(sub: Side, mut: Side, limits: dict) -> float | None:
             if torch.isnan(diff).any() or (diff > 4 * allowed + 4 * rtol * b.abs().nan_to_num()).any():
                 return None
             score += float(diff.nan_to_num().norm()) / (float(b.nan_to_num().norm()) + 1e-30)
-        elif m is not None and s != m:
+        elif m is not None and (type(s) is not type(m) or s != m):   # 9 is not tensor(9), nor 9.0
             return None
     return score
 

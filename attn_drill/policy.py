@@ -22,6 +22,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import t
+
 ALLOWED_MODULES = {
     "torch", "math", "cmath", "numpy", "typing", "typing_extensions", "dataclasses", "functools", "itertools",
     "collections", "einops", "matplotlib", "warnings", "abc", "enum", "__future__", "numbers", "copy", "random",
@@ -135,14 +137,13 @@ class _Visitor(ast.NodeVisitor):
             if importlib.util.find_spec(top) is None:
                 self.refuse(node, f"ModuleNotFoundError: No module named '{top}'", kind="import")
             else:
-                self.refuse(node, f"`import {module}`: graded code may import only torch, math, numpy and a few "
-                                  f"standard modules (not {top})")
+                self.refuse(node, t("policy.import", module=module, top=top))
             return False
         if any(part.startswith("_") and part != "__future__" for part in module.split(".")):
-            self.refuse(node, f"`{module}` is a private module; use torch's public API")
+            self.refuse(node, t("policy.private_module", module=module))
             return False
         if any(module == r or module.startswith(r + ".") for r in REFUSED_SUBMODULES):
-            self.refuse(node, f"`{module}` reaches outside what graded code may use")
+            self.refuse(node, t("policy.outside", what=module))
             return False
         return True
 
@@ -166,17 +167,17 @@ class _Visitor(ast.NodeVisitor):
         for alias in node.names:
             if alias.name == "*":
                 if module in RESTRICTED:
-                    self.refuse(node, f"`from {module} import *` is not allowed in graded code")
+                    self.refuse(node, t("policy.star", module=module))
                 continue
             if module in RESTRICTED and alias.name not in RESTRICTED[module]:
-                self.refuse(node, f"`from {module} import {alias.name}`: graded code may use only "
-                                  f"{', '.join(sorted(RESTRICTED[module]))} from {module}")
+                self.refuse(node, t("policy.only", what=f"from {module} import {alias.name}",
+                                    allowed=", ".join(sorted(RESTRICTED[module])), module=module))
             elif alias.name.startswith("_") and module != "__future__":
-                self.refuse(node, f"`from {module} import {alias.name}`: a private name; use the public API")
+                self.refuse(node, t("policy.private_name", what=f"from {module} import {alias.name}"))
             elif alias.name in DENIED_ATTRS and module not in ("os.path",):
-                self.refuse(node, f"`from {module} import {alias.name}` reaches outside what graded code may use")
+                self.refuse(node, t("policy.outside", what=f"from {module} import {alias.name}"))
             elif f"{module}.{alias.name}" in REFUSED_SUBMODULES:
-                self.refuse(node, f"`{module}.{alias.name}` reaches outside what graded code may use")
+                self.refuse(node, t("policy.outside", what=f"{module}.{alias.name}"))
         self.generic_visit(node)
 
     # -- attributes
@@ -187,27 +188,26 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(base, ast.Name) and base.id in self.restricted:
             module = self.restricted[base.id]
             if attr not in RESTRICTED[module]:
-                self.refuse(node, f"`{base.id}.{attr}`: graded code may use only "
-                                  f"{', '.join(sorted(RESTRICTED[module]))} from {module}")
+                self.refuse(node, t("policy.only", what=f"{base.id}.{attr}",
+                                    allowed=", ".join(sorted(RESTRICTED[module])), module=module))
             self.allowed_attr_nodes.add(id(base))
         elif attr.startswith("__") and attr.endswith("__"):
             if attr not in ALLOWED_DUNDERS:
-                self.refuse(node, f"`.{attr}`: graded code may not use interpreter internals")
+                self.refuse(node, t("policy.dunder", attr=attr))
         elif attr.startswith("_") and not on_self:
-            self.refuse(node, f"`.{attr}` is private to another object; graded code may use private names "
-                              f"only on self and its own classes")
+            self.refuse(node, t("policy.private_attr", attr=attr))
         elif attr in DENIED_ATTRS and not on_self:
-            self.refuse(node, f"`.{attr}` reaches outside what graded code may use")
+            self.refuse(node, t("policy.outside", what="." + attr))
         self.generic_visit(node)
 
     # -- names
     def visit_Name(self, node: ast.Name):
         if node.id in DENIED_NAMES:
-            self.refuse(node, f"`{node.id}` is not allowed in graded code (no dynamic code or namespaces)")
+            self.refuse(node, t("policy.denied_name", name=node.id))
         elif node.id in self.restricted and isinstance(node.ctx, ast.Load) and id(node) not in self.allowed_attr_nodes:
-            self.refuse(node, f"`{node.id}` may be used only as `{node.id}.<attribute>` in graded code")
+            self.refuse(node, t("policy.only_attribute", name=node.id))
         elif node.id in REFLECTIVE and isinstance(node.ctx, ast.Load) and id(node) not in self.allowed_attr_nodes:
-            self.refuse(node, f"`{node.id}` may be used only in a call with a literal attribute name")
+            self.refuse(node, t("policy.literal_attr", name=node.id))
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call):
@@ -221,17 +221,15 @@ class _Visitor(ast.NodeVisitor):
                 attr = name.value
                 if (attr.startswith("_") and not on_self) or (attr.startswith("__") and attr not in ALLOWED_DUNDERS) \
                         or (attr in DENIED_ATTRS and not on_self):
-                    self.refuse(node, f"`{f.id}(..., {attr!r})` reaches outside what graded code may use")
+                    self.refuse(node, t("policy.outside", what=f"{f.id}(..., {attr!r})"))
             elif not on_self:
-                self.refuse(node, f"`{f.id}` with a computed attribute name is allowed only on self; "
-                                  f"write the attribute out")
+                self.refuse(node, t("policy.computed_attr", name=f.id))
         self.generic_visit(node)
 
     # -- definitions
     def visit_FunctionDef(self, node):
         if node.name in DENIED_DEFS:
-            self.refuse(node, f"defining `{node.name}` is not allowed in graded code: it changes how torch or "
-                              f"Python dispatch")
+            self.refuse(node, t("policy.denied_def", name=node.name))
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from .i18n import t
 from .results import Frame, UserProblem
 from .room import wire
 
@@ -186,11 +187,11 @@ class Room:
     def submit(self, msg: dict) -> int:
         """Queue a request without waiting for its reply (the judge works meanwhile); a ticket for result()."""
         if self.closed:
-            raise RoomFailure(UserProblem("crash", "the grading process of your code has already ended"))
+            raise RoomFailure(UserProblem("crash", t("room.ended")))
         try:
             self._out += wire.encode(msg)
         except wire.WireError as exc:
-            raise RoomFailure(UserProblem("runner", f"this case cannot be sent to your code's process ({exc})"))
+            raise RoomFailure(UserProblem("runner", t("room.cannot_send", why=exc)))
         self._pump(lambda: not self._out, block=False)
         self._sent += 1
         return self._sent - 1
@@ -203,8 +204,7 @@ class Room:
         reply = self._replies.pop(ticket)
         if not isinstance(reply, dict):
             self.close()
-            raise RoomFailure(UserProblem("runner", "your code's grading process sent back something that is "
-                                                    "not a reply"))
+            raise RoomFailure(UserProblem("runner", t("room.not_reply")))
         used = reply.get("used")
         if isinstance(used, (int, float)) and not isinstance(used, bool) and used >= self.used:
             self.used = float(used)
@@ -221,8 +221,7 @@ class Room:
             total = wire.frame_size(bytes(self._in[:wire.HEADER_SIZE]))
             if total is None:
                 self.close()
-                raise RoomFailure(UserProblem("runner", "your code's grading process sent back something "
-                                                        "that cannot be read (not a message of this protocol)"))
+                raise RoomFailure(UserProblem("runner", t("room.unreadable", why=t("room.not_protocol"))))
             if len(self._in) < total:
                 break
             raw = bytes(self._in[:total])
@@ -231,8 +230,7 @@ class Room:
                 self._replies[self._got] = wire.decode(raw)
             except wire.WireError as exc:
                 self.close()
-                raise RoomFailure(UserProblem("runner", f"your code's grading process sent back something that "
-                                                        f"cannot be read ({exc})")) from None
+                raise RoomFailure(UserProblem("runner", t("room.unreadable", why=exc))) from None
             self._got += 1
             got = True
         return got
@@ -259,8 +257,7 @@ class Room:
                     self._in += part
                     if len(self._in) > wire.MAX_HEADER + wire.MAX_BLOBS + wire.HEADER_SIZE:
                         self.close()
-                        raise RoomFailure(UserProblem("runner", "your code's grading process sent back more "
-                                                                "than a reply may hold"))
+                        raise RoomFailure(UserProblem("runner", t("room.too_big")))
             except (BlockingIOError, InterruptedError):
                 pass
             except OSError:
@@ -280,25 +277,24 @@ class Room:
         self._close_fds()
         frames = frames_from_dump(dump, self.path)
         if "Timeout (" in dump or hung:
-            msg = (f"timed out after {self.budget:.0f} s: an infinite loop, or far too much work for "
-                   f"these sizes?")
+            msg = t("room.timeout", s=f"{self.budget:.0f}")
             kind = "timeout"
         elif "os._exit(" in dump or "os.abort()" in dump:
             called = "os.abort()" if "os.abort()" in dump else re.search(r"os\._exit\(-?\d+\)", dump).group(0)
-            msg = f"your code called {called}, which ended its grading process"
+            msg = t("room.exit", called=called)
             kind = "crash"
         else:
             fatal = re.search(r"Fatal Python error: ([^\n]+)", dump)
-            sig = f"signal {-status}" if isinstance(status, int) and status < 0 else \
-                (f"exit code {status}" if status is not None else "no exit status")
+            sig = t("room.signal", n=-status) if isinstance(status, int) and status < 0 else \
+                (t("room.exit_code", n=status) if status is not None else t("room.no_status"))
             what = fatal.group(1).strip() if fatal else sig
-            msg = f"your code crashed its grading process ({what})"
+            msg = t("room.crash", what=what)
             if status == -9 and not fatal:
-                msg += "; out of memory?"
+                msg += t("room.oom")
             kind = "crash"
         if frames:
-            msg += ("" if msg.endswith((".", "?", "!")) else ".") + \
-                f" It was at {frames[-1].file}:{frames[-1].line} in {frames[-1].func}."
+            msg += ("" if msg.endswith((".", "?", "!", "。", "？")) else t("room.stop")) + \
+                t("room.was_at", file=frames[-1].file, line=frames[-1].line, func=frames[-1].func)
         return RoomFailure(UserProblem(kind, msg, frames))
 
     def _read_dump(self) -> str:

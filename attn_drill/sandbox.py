@@ -76,7 +76,7 @@ def bank_dirs() -> list[str]:
     """Where the problem bank lives, to hide (the package's _bank/, or the checkout's folders)."""
     from . import bank
     root = bank.root()
-    return [str(root / d) for d in ("problems", "reference", "graders", "probes")] + [str(PKG / "_bank")]
+    return [str(root / d) for d in ("problems", "reference", "graders", "probes", "questions")] + [str(PKG / "_bank")]
 
 
 def command(scratch: Path) -> tuple[list[str], dict]:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import t
 from .results import Frame, UserProblem
 from .spec import Spec
 
@@ -154,8 +155,8 @@ def defined_names(tree: ast.Module) -> set[str]:
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
             names |= defined_names(ast.Module(body=[n for n in ast.iter_child_nodes(node)
                                                     if isinstance(n, ast.stmt)], type_ignores=[]))
@@ -176,28 +177,27 @@ def vet_tree(path: Path, spec: Spec | None = None):
     try:
         src = read(path)
     except (UnicodeDecodeError, OSError) as exc:
-        why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot be read ({exc.strerror})"
-        return "", UserProblem("syntax", f"{path.name} {why}"), f"your file {why}: save it as a UTF-8 Python file", None
+        why = t("vet.not_utf8") if isinstance(exc, UnicodeDecodeError) else t("vet.unreadable", why=exc.strerror)
+        return "", UserProblem("syntax", f"{path.name} {why}"), t("vet.your_file", why=why), None
     try:
         tree = ast.parse(src, str(path))
     except (SyntaxError, ValueError) as exc:   # ValueError: a NUL byte in the source
         err = syntax_error(src, str(path)) or {"line": 0, "message": str(exc), "text": ""}
         return src, UserProblem("syntax", f"SyntaxError: {err['message']}",
                                 [Frame(path.name, err["line"], "<module>", err["text"].strip())]), \
-            f"your file does not parse: line {err['line']}: {err['message']}", None
+            t("vet.no_parse", line=err["line"], message=err["message"]), None
     refused = policy.check(src, path, tree)
     if refused:
         first = refused[0]
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        more = t("vet.and_more", n=len(refused) - 1) if len(refused) > 1 else ""
         return src, UserProblem(first.kind, first.message + more, [Frame(first.file, first.line, "<module>",
                                                                           first.code)]), \
-            f"line {first.line}: {first.message}", tree
+            t("report.line", line=first.line, message=first.message), tree
     if spec is not None:
         have = defined_names(tree)
         missing = [n for n in spec.interface if n not in have]
         if len(missing) == len(spec.interface):
-            listed = ", ".join(sorted(n for n in have if not n.startswith("_"))) or "nothing"
-            msg = (f"your file defines no `{missing[0]}`; it defines: {listed}. Keep the names from the stub "
-                   f"(attn-drill new {spec.id} --dir /tmp shows them)")
+            listed = ", ".join(sorted(n for n in have if not n.startswith("_"))) or t("vet.nothing")
+            msg = t("vet.missing", name=missing[0], listed=listed, id=spec.id)
             return src, UserProblem("missing", msg), msg, tree
     return src, None, "", tree

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .api import TRAITS
+from .i18n import spaced
 from .results import FAIL, PASS
 
 
@@ -244,4 +245,4 @@ def across_cases(results: list, cases: list) -> Symptom | None:
     hint_zh = " 或者，".join(_ONLY[t][1] for t in only)
     return Symptom("only_" + "_".join(only),
                    f"the cases that fail are exactly those with {what}; every other case passes: {hint_en}",
-                   f"失败的恰好是{zh_what}的用例，其余用例都通过：{hint_zh}")
+                   spaced(f"失败的恰好是{zh_what}的用例，其余用例都通过：{hint_zh}"))

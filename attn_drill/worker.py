@@ -71,19 +71,22 @@ def _serve() -> None:
             break
         try:
             if op == "grade":
+                from .i18n import set_lang
+                set_lang(req.get("lang") or "en")
                 box = req.get("sandbox")
                 if box:
                     zyg = sandboxes.get(box) or _sandbox(sandboxes, box)
                     rel = Path(req["path"]).resolve().relative_to(Path(box).resolve())
                     from .sandbox import INSIDE
                     target = engine.Target(req["path"], room_path=f"{INSIDE}/{rel}", hidden=[],
-                                           writable=[INSIDE, "/tmp"], shown=req.get("shown"))
+                                           writable=[INSIDE, "/tmp"], shown=req.get("shown"), typed=req.get("typed"))
                 else:
                     if not rooms.alive:
                         rooms = _respawn()
                     zyg = rooms
                     target = engine.Target(req["path"], hidden=_hidden(req["path"]) + list(req.get("hide") or []),
-                                           writable=req.get("writable"), shown=req.get("shown"))
+                                           writable=req.get("writable"), shown=req.get("shown"),
+                                           typed=req.get("typed"))
                 report = engine.grade(req["problem"], target, zyg, seed=req.get("seed", 0),
                                       full=req.get("full", False), only_case=req.get("case"),
                                       fail_fast=req.get("fail_fast", False), diagnose=req.get("diagnose", True),
@@ -104,15 +107,23 @@ def _serve() -> None:
         except Cancelled:
             reply = {"ok": False, "cancelled": True}
         except KeyError as exc:
-            reply = {"ok": False, "error": str(exc.args[0]) if exc.args else repr(exc), "usage": True}
+            reply = {"ok": False, "error": str(exc.args[0]) if exc.args else repr(exc), "usage": True,
+                     "bank": _bank_fault(req, exc)}
         except Exception as exc:  # noqa: BLE001 - a grader or engine bug: report it, keep serving
             import traceback
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc()}
+                     "traceback": traceback.format_exc(), "bank": _bank_fault(req, exc)}
         if op != "cancel":
             proto.write(json.dumps(reply) + "\n")
     for zyg in [rooms, *sandboxes.values()]:
         zyg.close()
+
+
+def _bank_fault(req: dict, exc: BaseException) -> str | None:
+    """The message for a failure inside the bank's own files (attn_drill.bank.fault); imported only
+    now, after the zygote is forked, so rooms never hold the bank module."""
+    from . import bank
+    return bank.fault(req.get("problem"), exc)
 
 
 def _sandbox(sandboxes: dict, scratch: str):
@@ -199,15 +210,16 @@ class WorkerClient:
 
     def grade(self, problem: str, path: str, seed: int, *, full=False, case=None, fail_fast=False,
               diagnose=True, time_limit: float = 30.0, sandbox: str | None = None, shown: str | None = None,
-              writable: list[str] | None = None, hide: list[str] | None = None) -> Report:
+              writable: list[str] | None = None, hide: list[str] | None = None, typed: str | None = None) -> Report:
         """Grade one file. `sandbox`: a scratch folder holding it, graded inside an OS sandbox;
         without one, `writable` limits where the code may write and `hide` adds folders it may not
         touch. Raises Cancelled when cancel() was called meanwhile, ToolError when the judge failed."""
         self.start()
         self._wait_ready()
+        from .i18n import lang
         req = dict(op="grade", problem=problem, path=str(path), seed=seed, full=full, case=case,
-                   fail_fast=fail_fast, diagnose=diagnose, time_limit=time_limit, shown=shown,
-                   sandbox=str(sandbox) if sandbox else None, writable=writable, hide=hide)
+                   fail_fast=fail_fast, diagnose=diagnose, time_limit=time_limit, shown=shown, typed=typed,
+                   sandbox=str(sandbox) if sandbox else None, writable=writable, hide=hide, lang=lang())
         self._send(req)
         # the judge's own work (reference, mutants) comes on top of the submission's time limit
         line = self._readline(2 * time_limit + JUDGE_ALLOWANCE_S)
@@ -219,6 +231,9 @@ class WorkerClient:
         if not reply.get("ok"):
             if reply.get("cancelled"):
                 raise Cancelled()
+            if reply.get("bank"):   # a grader, reference or probe file of the bank failed: named, no traceback
+                from .bank import BankError
+                raise BankError(reply["bank"])
             if reply.get("usage"):
                 raise ValueError(reply["error"])
             raise ToolError(reply.get("traceback") or reply.get("error"))

@@ -68,7 +68,7 @@ def check_slopes(sub, ref, case) -> list:
         msg = f"get_alibi_slopes({n}) = [{shown}]; expected [{expect}]"
         if _close(got, _seed_slopes(n)):
             failures.append(Failure(msg + " (2^(-8/n*(i+1)) is the paper's rule only when n is a power of two)",
-                                    mistake="seed_slopes_formula"))
+                                    mistake="power_of_two_formula_for_every_count"))
         elif _close(got, _off_by_one_slopes(n)):
             failures.append(Failure(msg + " (the first slope must be 2^(-8/n), not 1)",
                                     mistake="slopes_exponent_off_by_one"))

@@ -91,7 +91,8 @@ def test_check_stub_fails_and_reference_passes(cli_env, tmp_path, monkeypatch):
     res = invoke(["check", "mhsa", "--seed", "4"], cli_env)
     assert res.exit_code == 1
     assert "not written yet" in res.output and "mhsa.py:" in res.output
-    assert "replay: attn-drill check mhsa mhsa.py --seed 4 --case" in res.output
+    # the replay names the file as the user did: here, the default ./mhsa.py, so no path at all
+    assert "replay: attn-drill check mhsa --seed 4 --case" in res.output
     good = tmp_path / "good.py"
     good.write_text((ROOT / "reference" / "mhsa.py").read_text())
     res = invoke(["check", "mhsa", str(good), "--seed", "4"], cli_env)
@@ -106,10 +107,14 @@ def test_check_report_explains_a_known_mistake(cli_env, tmp_path, monkeypatch):
     (tmp_path / "mhsa.py").write_text(src)
     res = invoke(["check", "mhsa", "--seed", "2"], cli_env)
     assert res.exit_code == 1
+    first = res.output          # the first screen: the failing case, the named mistake, the replay
+    assert "softmax_query_axis" in first and "dim=-2" in first and "replay: " in first
+    assert "Mismatched elements" not in first and "--verbose" in first
+    res = invoke(["check", "mhsa", "--seed", "2", "--verbose"], cli_env)
     out = res.output
-    assert "Mismatched elements" in out and "Greatest absolute difference" in out
+    assert out.startswith(first.split("details:")[0][:200])                # the same first screen, then
+    assert "Mismatched elements" in out and "Greatest absolute difference" in out   # the details
     assert "got vs expected" in out and "error of `out`" in out
-    assert "softmax_query_axis" in out and "dim=-2" in out
 
 
 def test_check_json_is_exercism_v3(cli_env, tmp_path, monkeypatch):

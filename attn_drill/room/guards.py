@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 import sys
+from ..i18n import t
 
 FUSED_PATTERNS = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention",
                   "multi_head_attention", "transformer_encoder_layer", "_triton_scaled_dot", "_fused_sdp")
@@ -28,7 +29,7 @@ class ForbiddenCall(BaseException):
     """Raised by a tripwire; a BaseException so a bare `except Exception` cannot swallow it."""
 
     def __init__(self, name: str):
-        super().__init__(f"called `{name}`, which this problem forbids: write it by hand")
+        super().__init__(t("room.forbidden_call", name=name))
         self.name = name
 
 
@@ -259,7 +260,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None) -> 
         return any(full == r or full.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
     def refuse(what: str):
-        raise PermissionError(f"{what} is not allowed while your code is graded")
+        raise PermissionError(t("room.not_allowed", what=what))
 
     def check_path(path, writing: bool, event: str):
         full = resolve(path)

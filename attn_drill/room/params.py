@@ -9,6 +9,7 @@ linear in the same way.
 """
 from __future__ import annotations
 
+from ..i18n import t
 
 MERGED = ("qkv_proj", "qkv", "in_proj", "c_attn", "Wqkv", "W_qkv", "to_qkv", "qkv_linear")
 TRIOS = (("q_proj", "k_proj", "v_proj"), ("query", "key", "value"), ("W_q", "W_k", "W_v"),
@@ -61,7 +62,7 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, list], str]:
                         start += r
                         del left_sub[x]
                     del left_ref[rn]
-                    notes.append(f"your separate {'/'.join(trio)} were filled from the reference's merged {module}")
+                    notes.append(t("params.from_merged", trio="/".join(trio), module=module))
                     break
     # separate in the reference, merged in the submission
     for sn in list(left_sub):
@@ -77,7 +78,7 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, list], str]:
                     for x in names:
                         del left_ref[x]
                     del left_sub[sn]
-                    notes.append(f"your merged {module} was filled from the reference's {'/'.join(trio)}")
+                    notes.append(t("params.to_merged", trio="/".join(trio), module=module))
                     break
     # same names in the same order but different module names (e.g. query/key/value for q/k/v)
     for t_ref in TRIOS:
@@ -96,16 +97,17 @@ def adapt(ref: dict, sub: dict) -> tuple[dict[str, list], str]:
                         mapping[b] = ["copy", a]
                         del left_ref[a]
                         del left_sub[b]
-                    notes.append(f"your {'/'.join(t_sub)} were matched to the reference's {'/'.join(t_ref)}")
+                    notes.append(t("params.matched", sub="/".join(t_sub), ref="/".join(t_ref)))
     if left_ref or left_sub:
-        lines = ["your module's parameters do not match the reference's (names and shapes):"]
+        lines = [t("params.mismatch")]
         for n, s in ref_shapes.items():
-            mark = "missing in yours" if n in left_ref else "ok"
-            lines.append(f"  expected {n} {list(s)}  [{mark}]")
+            mark = t("params.missing") if n in left_ref else "ok"
+            lines.append(t("params.expected", name=n, shape=list(s), mark=mark))
         for n, s in left_sub.items():
             want = ref_shapes.get(n)
-            lines.append(f"  found    {n} {list(s)}  " + (f"[expected shape {list(want)}]" if want else "[not in the reference]"))
-        lines.append("Keep the names, shapes and bias settings the statement gives (nn.Linear weight is (out, in)).")
+            lines.append(t("params.found", name=n, shape=list(s)) + (t("params.want_shape", shape=list(want)) if want
+                                                                     else t("params.not_in_ref")))
+        lines.append(t("params.keep"))
         raise InterfaceError("\n".join(lines))
     return mapping, "; ".join(notes)
 

@@ -1,7 +1,7 @@
 """A room's main loop: one grading of one file, then exit.
 
 Requests (wire messages on the room's channel):
-  {"op": "load", "path", "forbidden", "probes", "hidden", "writable", "budget", "folders", "source"}
+  {"op": "load", "path", "forbidden", "probes", "hidden", "writable", "budget", "folders", "source", "lang"}
         install the audit hook, load the probe code and the user's file (or the given source)
   {"op": "case", "data": CaseData, "trace", "repeat"}   run one side of one case
   {"op": "bench_build", "data", "threads"}, {"op": "bench_run", "inputs", "kwargs", "profile"}
@@ -21,6 +21,7 @@ import time
 from . import guards, wire
 from .side import CaseData, run_side
 from .usercode import Session, UserProblemError, load_module, load_source
+from ..i18n import set_lang, t
 
 
 class Room:
@@ -58,8 +59,7 @@ class Room:
             except (OSError, wire.WireError) as exc:
                 try:
                     wire.send(self.chan, {"problem": {"kind": "runner", "frames": [],
-                                                      "message": f"what your code returned cannot be sent back "
-                                                                 f"to the grader: {exc}"}})
+                                                      "message": t("room.cannot_return", why=exc)}})
                 except (OSError, wire.WireError):
                     break
 
@@ -67,8 +67,7 @@ class Room:
         p = self.session.problem(exc) if self.session else None
         message = p.message if p else f"{type(exc).__name__}: {exc}"
         return {"kind": "runner", "frames": [[f.file, f.line, f.func, f.code] for f in (p.frames if p else [])],
-                "message": f"grading stopped inside the runner ({message}); did your code change torch's global "
-                           f"state (the default device or dtype)?"}
+                "message": t("room.runner_stopped", message=message)}
 
     def handle(self, msg: dict) -> dict:
         op = msg.get("op")
@@ -98,7 +97,7 @@ class Room:
         target = getattr(self.module, data.target, None)
         if target is None:
             return {"problem": {"kind": "missing", "frames": [],
-                                "message": f"your file defines no `{data.target}`; keep the names from the stub"}}
+                                "message": t("room.missing_names", target=data.target, names="?")}}
         try:
             self.bench_impl = build(self.module, data, self.session, self.bench_side) if data.init is not None \
                 else target
@@ -157,8 +156,8 @@ class Room:
                 with Largest() as mode:
                     F.scaled_dot_product_attention(q, k, v, is_causal=bool(msg.get("causal")))
                 return {"largest": mode.best, "flops": float(mode.flops)}
-            for t in (q, k, v):
-                t.sum()
+            for tensor in (q, k, v):
+                tensor.sum()
             _, seconds = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(msg.get("causal"))),
                                device)
         return {"seconds": seconds}
@@ -180,7 +179,8 @@ class Room:
         except UserProblemError as exc:
             return {"problem": _wire_problem(exc.problem)}
         except (OSError, UnicodeDecodeError) as exc:
-            return {"problem": {"kind": "syntax", "message": f"your file cannot be read: {exc}", "frames": []}}
+            return {"problem": {"kind": "syntax", "message": t("vet.your_file", why=t("vet.unreadable", why=exc)),
+                                "frames": []}}
         return {"ok": True}
 
 

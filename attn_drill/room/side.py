@@ -17,6 +17,7 @@ from .guards import STATE, dispatch_blocks_hold
 from .params import InterfaceError, adapt, apply
 from .tracer import OpRecord, OpTracer
 from .usercode import Session, UserProblemError, seed_all
+from ..i18n import t
 
 _DTYPE_FIELDS = ("dtype", "autocast")
 
@@ -116,7 +117,7 @@ def build(mod, data: CaseData, session: Session | None, side: Side, target=None,
         impl = target(**(data.init if init is None else init))
     if not isinstance(impl, torch.nn.Module):
         raise UserProblemError(UserProblem(
-            "interface", f"`{data.target}(...)` built a {type(impl).__name__}, not a torch.nn.Module"))
+            "interface", t("room.not_module", target=data.target, type=type(impl).__name__)))
     with user():
         impl.to(device=data.device, dtype=data.dtype)
     sub_params = dict(impl.named_parameters())
@@ -147,8 +148,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         if target is None:
             names = sorted(n for n in vars(mod) if not n.startswith("_") and callable(vars(mod)[n]))
             raise UserProblemError(UserProblem(
-                "missing", f"your file defines no `{data.target}`; it defines: {', '.join(names) or 'nothing'}. "
-                           f"Keep the names from the stub."))
+                "missing", t("room.missing_names", target=data.target, names=", ".join(names) or t("vet.nothing"))))
         probe_fn = None
         if data.probe:
             probe_fn = getattr(probes, data.probe, None) if probes is not None else None
@@ -184,7 +184,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         side.outs = flatten(out, data.output_names)
         for k, before in snapshot.items():
             now = {**args, **kwargs}[k]
-            if now.shape != before.shape or not torch.equal(now.detach(), before):
+            if now.shape != before.shape or not _same(now.detach(), before):
                 side.mutated.append(k)
         if data.grad:
             _gradients(side, data, impl, args, tracer, user)
@@ -248,11 +248,9 @@ def _integrity(tracer) -> None:
     """After user code ran: the op tracer still records and fused kernels still raise."""
     from torch.utils._python_dispatch import _get_current_dispatch_mode
     if tracer is not None and _get_current_dispatch_mode() is not tracer:
-        raise UserProblemError(UserProblem("tampering", "your code removed the grader's op tracer; graded "
-                                                        "code must not change how torch dispatches ops"))
+        raise UserProblemError(UserProblem("tampering", t("room.tracer_removed")))
     if STATE.blocking and not dispatch_blocks_hold():
-        raise UserProblemError(UserProblem("tampering", "your code unblocked torch's fused attention kernels; "
-                                                        "graded code must not change torch's operator table"))
+        raise UserProblemError(UserProblem("tampering", t("room.unblocked")))
 
 
 def _finish(side: Side, tracer) -> Side:
@@ -307,3 +305,13 @@ def side_from_wire(d) -> Side:
     side.weights = w if isinstance(w, torch.Tensor) else None
     side.obs = d.get("obs")
     return side
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN in the same places counting as equal (an input may hold NaN on purpose)."""
+    if torch.equal(a, b):
+        return True
+    if a.dtype != b.dtype or not a.is_floating_point():
+        return False
+    both = torch.isnan(a) & torch.isnan(b)
+    return bool(((a == b) | both).all())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..results import Frame, UserProblem
 from .guards import ForbiddenCall, Tripwires
+from ..i18n import t
 
 _counter = 0
 MAX_OUTPUT = 64_000
@@ -78,11 +79,9 @@ class Session:
             return UserProblem("forbidden", str(exc), self.frames(exc))
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            text = (f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''} was raised inside your code; "
-                    f"graded code must return a value, not stop the program")
+            text = t("room.stopped", what=f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}")
         if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "DefaultCPUAllocator" in str(exc):
-            text = (f"ran out of memory ({_first_line(str(exc))[:160]}); does something allocate far more than "
-                    f"the inputs need?")
+            text = t("room.memory", what=_first_line(str(exc))[:160])
             kind = "memory"
         return UserProblem(kind, (context + text) if context else text, self.frames(exc))
 

@@ -47,7 +47,8 @@ def someone_elses(file: Path) -> bool:
 
 
 def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: bool = False,
-               case: str | None = None, sandbox: bool | None = None, time_limit: float | None = None) -> Report:
+               case: str | None = None, sandbox: bool | None = None, time_limit: float | None = None,
+               typed: str | None = None) -> Report:
     """Grade one file. sandbox: True always in the OS sandbox (a copy of its folder), False never,
     None when the file is someone else's. Without bubblewrap, sandbox=True is refused."""
     from .. import sandbox as os_sandbox
@@ -57,7 +58,8 @@ def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: b
     if sandbox is None:
         sandbox = someone_elses(file) and os_sandbox.available()[0]
     if not sandbox:
-        return client.grade(pid, str(file), seed, full=full, case=case, time_limit=limit)
+        return client.grade(pid, str(file), seed, full=full, case=case, time_limit=limit, typed=typed,
+                            shown=_shown(file))
     ok, why = os_sandbox.available()
     if not ok:
         raise UsageError(f"--sandbox: {why}")
@@ -67,7 +69,7 @@ def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: b
         shutil.copyfile(file, Path(scratch) / file.name)
         try:
             return client.grade(pid, str(Path(scratch) / file.name), seed, full=full, case=case, time_limit=limit,
-                                sandbox=scratch, shown=_shown(file))
+                                sandbox=scratch, shown=_shown(file), typed=typed)
         finally:
             client.close_sandbox(scratch)
 
@@ -79,7 +81,23 @@ def _shown(file: Path) -> str:
         return str(file)
 
 
-def static_report(pid: str, file: Path, seed: int, full: bool = False) -> Report | None:
+def replay(pid: str, typed: str | None, shown: str, seed: int, full: bool, case: str | None = None) -> str:
+    """The command that grades this file again: with the path as the user typed it ("" for ./<id>.py)."""
+    where = typed if typed is not None else shown
+    return (f"attn-drill check {pid}{' ' + where if where else ''} --seed {seed}" + (f" --case {case}" if case else "")
+            + (" --full" if full else ""))
+
+
+def typed_path(pid: str | None, path: str | None) -> str | None:
+    """How the user named the file: the path they typed, or "" for the default ./<id>.py."""
+    if pid is None:
+        return ""
+    if path is None and pid.endswith(".py"):
+        return pid
+    return path if path is not None else ""
+
+
+def static_report(pid: str, file: Path, seed: int, full: bool = False, typed: str | None = None) -> Report | None:
     """The report for a file that cannot run at all (unreadable, a syntax error, refused, no interface),
     known in a fraction of a second without torch; None when it has to be graded."""
     from .. import source
@@ -89,14 +107,17 @@ def static_report(pid: str, file: Path, seed: int, full: bool = False) -> Report
         return None
     shown = _shown(Path(file).resolve())
     return Report(pid, shown, seed, status=ERROR, message=message, problem_error=problem, full=full,
-                  replay=f"attn-drill check {pid} {shown} --seed {seed}" + (" --full" if full else ""))
+                  replay=replay(pid, typed, shown, seed, full))
 
 
 def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerClient,
-        sandbox: bool | None = None) -> list[Report]:
+        sandbox: bool | None = None, typed: str | None = None) -> list[Report]:
+    """Grade each (problem, file). typed: how the user named the file, for the replay commands."""
     seed = random.randrange(1_000_000) if seed is None else seed
-    reports = [static_report(pid, file, seed, full) for pid, file in targets]
-    return [r or grade_file(client, pid, file, seed, full=full, case=case, sandbox=sandbox)
+    if len(targets) > 1:
+        typed = ""
+    reports = [static_report(pid, file, seed, full, typed) for pid, file in targets]
+    return [r or grade_file(client, pid, file, seed, full=full, case=case, sandbox=sandbox, typed=typed)
             for r, (pid, file) in zip(reports, targets)]
 
 
@@ -108,19 +129,29 @@ def next_problem(statuses: dict, done: set[str]) -> str | None:
     return None
 
 
-def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None = None) -> int:
+def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None = None,
+         verbose: bool = False) -> int:
+    """Print the reports: each one's first screen (and its details with --verbose), or the JSON."""
     if as_json:
         data = [render.exercism(r) for r in reports]
         print(json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False))
     else:
+        from ..render import practice, report as view
         con = render.console()
         for r in reports:
-            con.print(render.report(r, bank.get(r.problem).title.get(lang), lang, con.width))
-        if len(reports) > 1:
-            passed = sum(r.status == PASS for r in reports)
-            con.print(f"[bold]{passed} of {len(reports)} problems pass[/bold]")
+            title = bank.get(r.problem).title.get(lang)
+            more = None if verbose or r.status == PASS else details_command(r)
+            con.print(view.first_screen(r, title, con.width, details_cmd=more))
+            if verbose:
+                con.print(view.details(r, con.width))
+        nxt = None
         if statuses is not None and all(r.status == PASS for r in reports):
             nxt = next_problem(statuses, {r.problem for r in reports})
-            if nxt:
-                con.print(f"[dim]next:[/dim] attn-drill show {nxt}   [dim]then[/dim] attn-drill new {nxt}")
+        practice.after_check(con, [(r.problem, r.status) for r in reports], nxt)
     return 0 if all(r.status == PASS for r in reports) else 1
+
+
+def details_command(r: Report) -> str:
+    """The command that shows this report again with its details."""
+    import re
+    return re.sub(r" --case \S+", "", r.replay or f"attn-drill check {r.problem}") + " --verbose"

@@ -29,10 +29,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rich.table import Table
-from rich.text import Text
-
 from .. import bank, render
+from ..i18n import t
+from ..render import classroom as view
+from rich.text import Text
 from ..results import ERROR, FAIL, PASS, Report
 from .. import sandbox as os_sandbox
 from .check import UsageError
@@ -41,10 +41,7 @@ MAX_FILE_BYTES = 5 << 20      # files larger than this are not copied into the s
 MAX_FOLDER_BYTES = 50 << 20   # nor anything once a student's copy reaches this size
 SKIP_NAMES = {"__pycache__", ".git", ".attn-drill", ".ipynb_checkpoints"}
 
-# what a cell shows; the kinds of UserProblem that deserve their own word
-OUTCOME_STYLE = {"pass": "green", "fail": "red", "error": "red", "exception": "red", "forbidden": "red",
-                 "timeout": "magenta", "crash": "magenta", "memory": "magenta", "missing": "dim",
-                 "tool-error": "bold red"}
+# the kinds of UserProblem that deserve their own word in a cell
 OWN_WORD = ("timeout", "crash", "memory", "forbidden", "exception")
 
 
@@ -75,16 +72,16 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     try:
         i, n = (int(p) for p in text.split("/"))
     except ValueError:
-        raise UsageError(f"--shard takes i/n with 1 <= i <= n, e.g. --shard 2/4; got '{text}'") from None
+        raise UsageError(t("grade.bad_shard", text=text)) from None
     if not (n >= 1 and 1 <= i <= n):
-        raise UsageError(f"--shard takes i/n with 1 <= i <= n, e.g. --shard 2/4; got '{text}'")
+        raise UsageError(t("grade.bad_shard", text=text))
     return i, n
 
 
 def students_of(root: Path) -> list[str]:
     """Student ids: the sub-folders of root, sorted; hidden folders and names starting with _ are skipped."""
     if not root.is_dir():
-        raise UsageError(f"{root} is not a folder; give the folder that holds one folder per student")
+        raise UsageError(t("grade.not_folder", root=root))
     return sorted(p.name for p in root.iterdir()
                   if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
 
@@ -106,8 +103,7 @@ def problems_for(root: Path, students: list[str], wanted: list[str]) -> list[str
     known = set(bank.ids())
     found = {p.stem for s in students for p in (root / s).glob("*.py") if p.stem in known}
     if not found:
-        raise UsageError(f"no student folder in {root} holds a problem file (<id>.py, e.g. mhsa.py); "
-                         f"name the problems with --problems")
+        raise UsageError(t("grade.no_files", root=root))
     return sorted(found)
 
 
@@ -186,10 +182,11 @@ class Batch:
 
     def __init__(self, root: Path, problems: list[str], seed: int, full: bool, time_limit: float | None,
                  memory_gb: float | None, scratch: Path, on_done=None, sandboxed: bool = True,
-                 hide: list[str] | None = None):
+                 hide: list[str] | None = None, on_start=None):
         self.root, self.problems, self.seed, self.full = root, problems, seed, full
         self.time_limit, self.memory_gb, self.scratch = time_limit, memory_gb, scratch
         self.on_done = on_done
+        self.on_start = on_start
         self.sandboxed = sandboxed
         self.hide = list(hide or []) + [str(root), str(scratch)]     # other students, other scratch folders
         self.cells: dict[tuple[str, str], Cell] = {}
@@ -210,10 +207,10 @@ class Batch:
             todo.put(s)
         threads = [threading.Thread(target=self._loop, args=(todo,), daemon=True)
                    for _ in range(max(1, min(workers, len(students))))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
 
     def _next(self, todo) -> str | None:
         while True:
@@ -259,11 +256,13 @@ class Batch:
             original = src / f"{pid}.py"
             shown = _shown(original)
             if not original.is_file():
-                cell = Cell(student, pid, "missing", ERROR, message=f"no {pid}.py in {student}/",
-                            file=shown, detail=f"no {pid}.py was handed in (looked in {shown})")
+                cell = Cell(student, pid, "missing", ERROR, message=t("grade.missing", id=pid, student=student),
+                            file=shown, detail=t("grade.missing_detail", id=pid, where=shown))
                 cell.exercism = {"version": 3, "status": ERROR, "message": cell.message, "tests": [],
                                  "attn_drill": {"problem": pid, "student": student, "file": shown}}
             else:
+                if self.on_start:
+                    self.on_start(f"{student}/{pid}")
                 copy_folder(src, folder)
                 spec = bank.get(pid)
                 limit = self.time_limit or spec.time_limit * (3 if self.full else 1)
@@ -276,7 +275,7 @@ class Batch:
                                           [h for h in self.hide if not str(folder).startswith(h + os.sep)])
                     cell = _cell(student, pid, report, original, folder, shown)
                 except (ToolError, ValueError) as exc:
-                    msg = f"the grader itself failed on this file (not the student's fault): {exc}"
+                    msg = t("grade.tool_error", error=exc)
                     cell = Cell(student, pid, "tool-error", ERROR, message=msg.splitlines()[0], file=shown,
                                 detail=msg)
                     cell.exercism = {"version": 3, "status": ERROR, "message": msg, "tests": [],
@@ -287,8 +286,7 @@ class Batch:
                 self.on_done(cell)
         if _fingerprint(src) != before:
             with self._lock:
-                self.warnings.append(f"{student}/ changed while it was graded (not by attn-drill: the grader "
-                                     f"works on a copy); grade it again")
+                self.warnings.append(t("grade.changed", student=student))
 
 
 def _shown(path: Path) -> str:
@@ -372,38 +370,13 @@ def write_outputs(out: Path, students, problems, cells, seed, shard, meta) -> di
     return summary
 
 
-def _table(students, problems, cells, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    table.add_column("student", no_wrap=True)
-    for p in problems:
-        table.add_column(p, no_wrap=True)
-    table.add_column("passed", justify="right")
-    for s in students:
-        row, n = [], 0
-        for p in problems:
-            c = cells.get((s, p))
-            if c is None:
-                row.append(Text("-", style="dim"))
-                continue
-            n += c.outcome == "pass"
-            word = c.outcome.upper() if c.outcome in ("pass", "fail", "error") else c.outcome
-            extra = f" {c.cases_passed}/{c.cases_total}" if c.outcome == "fail" and c.cases_total else ""
-            row.append(Text(word + extra, style=OUTCOME_STYLE.get(c.outcome, "")))
-        table.add_row(s, *row, f"{n}/{len(problems)}")
-    return table
-
-
 # ---------------------------------------------------------------- the verb
 def isolation() -> tuple[bool, str]:
     """(sandboxed, what the output says about the isolation)."""
     ok, why = os_sandbox.available()
     if ok:
-        return True, ("OS sandbox (bubblewrap): no network, read-only system, private /tmp and /proc, "
-                      "only the student's copy writable, every process ended with its student")
-    return False, (f"no OS sandbox ({why}): each grading is a separate process with an audit hook that "
-                   f"refuses writes outside the student's copy, processes and sockets, but code that uses "
-                   f"native calls is not contained; use --require-sandbox or the container recipe in "
-                   f"docs/classroom.md for untrusted classes")
+        return True, t("grade.sandboxed")
+    return False, t("grade.not_sandboxed", why=why)
 
 
 def grade(root: Path, problems: list[str], workers: int | None, shard_text: str | None, out: Path,
@@ -411,41 +384,34 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
           fail_under: float | None, as_json: bool, require_sandbox: bool = False) -> int:
     shard = parse_shard(shard_text)
     if shard and shard[1] > 1 and seed is None:
-        raise UsageError("with --shard, give --seed too, so every shard grades with the same cases "
-                         "(e.g. --seed ${{ github.run_number }})")
+        raise UsageError(t("grade.shard_seed"))
     if time_limit is not None and time_limit <= 0:
-        raise UsageError("--time-limit must be a positive number of seconds")
+        raise UsageError(t("grade.time_limit"))
     if workers is not None and workers < 1:
-        raise UsageError("--workers must be at least 1")
+        raise UsageError(t("grade.workers"))
     if fail_under is not None and not 0 <= fail_under <= 100:
-        raise UsageError("--fail-under is a percentage between 0 and 100")
+        raise UsageError(t("grade.fail_under"))
     root = root.resolve()
     everyone = students_of(root)
     if not everyone:
-        raise UsageError(f"{root} holds no student folders; the layout is {root.name}/<student>/<id>.py")
+        raise UsageError(t("grade.no_students", root=root, name=root.name))
     problems = problems_for(root, everyone, problems)
     students = shard_of(everyone, shard)
     seed = random.randrange(1_000_000) if seed is None else seed
     workers = workers or max(1, os.cpu_count() or 1)
     sandboxed, isolation_note = isolation()
     if require_sandbox and not sandboxed:
-        raise UsageError(f"--require-sandbox: {isolation_note.split(':')[0]}; refusing to grade")
+        raise UsageError(t("grade.require_sandbox", why=os_sandbox.available()[1]))
     con = render.console(stderr=as_json)
-    where = f", shard {shard[0]}/{shard[1]}" if shard else ""
-    con.print(f"grading {len(students)} of {len(everyone)} student(s){where} on {', '.join(problems)} "
-              f"with {min(workers, max(1, len(students)))} worker(s), seed {seed}" + (" --full" if full else ""))
-    con.print(Text(("isolation: " if sandboxed else "warning: ") + isolation_note,
-                   style="dim" if sandboxed else "yellow"))
-
-    def done(c: Cell) -> None:
-        style = OUTCOME_STYLE.get(c.outcome, "")
-        con.print(Text.assemble((f"{c.outcome:<10}", style), f" {c.student}/{c.problem}",
-                                (f"  {c.message[:90]}" if c.outcome != "pass" else "", "dim")))
-
+    where = t("grade.shard", i=shard[0], n=shard[1]) if shard else ""
+    con.print(view.grade_heading(len(students), len(everyone), where, problems,
+                                 min(workers, max(1, len(students))), seed, full), soft_wrap=True)
+    con.print(view.isolation_line(sandboxed, isolation_note), soft_wrap=True)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="attn-drill-grade-") as scratch:
-        batch = Batch(root, problems, seed, full, time_limit, memory_gb, Path(scratch), done, sandboxed=sandboxed,
-                      hide=[str(out.resolve())])
+    with tempfile.TemporaryDirectory(prefix="attn-drill-grade-") as scratch, \
+            view.GradeProgress(con, len(students) * len(problems)) as shown:
+        batch = Batch(root, problems, seed, full, time_limit, memory_gb, Path(scratch), shown.finished,
+                      sandboxed=sandboxed, hide=[str(out.resolve())], on_start=shown.started)
         batch.run(students, workers)
     seconds = time.perf_counter() - t0
     cells = batch.cells
@@ -461,26 +427,24 @@ def grade(root: Path, problems: list[str], workers: int | None, shard_text: str 
     skip_note = ""
     if meta["cases_skipped"]:
         reason = next(c.skipped_reason for c in graded if c.cases_skipped)
-        skip_note = (f"{meta['cases_skipped']} case(s) not run on this machine (e.g. {reason}): "
-                     f"a pass here does not cover them")
+        skip_note = t("grade.skipped", n=meta["cases_skipped"], reason=reason)
         batch.warnings.append(skip_note)
     summary = write_outputs(out, students, problems, cells, seed, shard, meta)
     if as_json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     else:
-        con.print(_table(students, problems, cells, f"attn-drill grade: {passed} of {len(graded)} pass "
-                                                    f"({rate:.0f}%), seed {seed}{where}"))
-        con.print(f"[dim]wrote {_shown(out)}/: junit{_suffix(shard)}.xml, summary{_suffix(shard)}.csv, "
-                  f"results{_suffix(shard)}.csv, summary{_suffix(shard)}.json, json/<student>/<problem>.json"
-                  f"  ({seconds:.1f} s)[/dim]")
+        con.print(view.class_table(students, problems, cells, t("grade.title", passed=passed, n=len(graded),
+                                                                 rate=f"{rate:.0f}", seed=seed, where=where),
+                                   con.width))
+        con.print(view.grade_footer(_shown(out), _suffix(shard), seconds), soft_wrap=True)
     err = render.console(stderr=True)
     for w in batch.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
+        err.print(Text(t("cli.warning") + " " + w, style="yellow"), soft_wrap=True)
     if meta["tool_errors"]:
-        err.print(f"[red]error:[/red] the grader itself failed on {meta['tool_errors']} file(s); see "
-                  f"the tool-error cells. Please report this.")
+        err.print(Text(t("cli.error") + " " + t("grade.tool_errors", n=meta["tool_errors"]), style="red"),
+                  soft_wrap=True)
         return 2
     if fail_under is not None and rate < fail_under:
-        err.print(f"[red]pass rate {rate:.1f}% is under --fail-under {fail_under:g}%[/red]")
+        err.print(Text(t("grade.under", rate=f"{rate:.1f}", limit=f"{fail_under:g}"), style="red"))
         return 1
     return 0

@@ -21,22 +21,20 @@ import threading
 import time
 from pathlib import Path
 
-from rich.console import Group
 from rich.live import Live
-from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from .. import bank, render, state
+from ..i18n import pick as in_lang, t, tn
+from ..render import practice as view
+from ..render.practice import duration
 from ..results import PASS
 from ..worker import ToolError
 from .check import UsageError, grade_file
-from .practice import duration, mock_table, mock_summary
+from .practice import mock_summary
 from .scaffold import stub_text
 
 HEARTBEAT_S = 5.0
-KEYS = "keys: [bold]c[/bold] check all · [bold]h[/bold] hint · [bold]s[/bold] statements · " \
-       "[bold]f[/bold] finish now · [bold]Ctrl-C[/bold] pause"
 
 
 # ---------------------------------------------------------------- choosing and scaffolding
@@ -50,7 +48,7 @@ def pick(count: int, difficulty: str | None, tag: str | None, chosen: list[str],
     specs = [s for s in bank.all_specs() if (not tag or tag in s.tags) and
              (not difficulty or s.difficulty == difficulty)]
     if not specs:
-        raise UsageError("no problem matches those filters; see them with: attn-drill list")
+        raise UsageError(t("mock.no_match"))
     rng = random.Random(seed)
     unsolved = [s.id for s in specs if statuses.get(s.id) != "passed"]
     solved = [s.id for s in specs if statuses.get(s.id) == "passed"]
@@ -70,7 +68,7 @@ def make_folder(parent: Path) -> Path:
             return folder
         except FileExistsError:
             continue
-    raise UsageError(f"too many mock folders named {base}-* in {parent}")
+    raise UsageError(t("mock.too_many", base=base, parent=parent))
 
 
 def _statements_md(pids: list[str], lang: str) -> str:
@@ -78,8 +76,8 @@ def _statements_md(pids: list[str], lang: str) -> str:
     for i, pid in enumerate(pids, 1):
         spec = bank.get(pid)
         parts.append(f"## {i}. {spec.title.get(lang)} (`{pid}.py`, {spec.difficulty}, ~{spec.minutes} min)\n\n"
-                     f"{spec.statement.get(lang)}\n\nInterface: {', '.join(spec.interface)}. "
-                     f"Forbidden: {', '.join(spec.all_forbidden)}.\n")
+                     f"{spec.statement.get(lang)}\n\n{t('show.interface', names=', '.join(spec.interface))}. "
+                     f"{t('show.forbidden', names=', '.join(spec.all_forbidden))}.\n")
     return "\n".join(parts)
 
 
@@ -87,16 +85,15 @@ def start(count: int, minutes: float | None, seconds: float | None, difficulty: 
           chosen: list[str], seed: int | None, parent: Path, as_json: bool, lang: str, cwd: Path) -> int:
     seed = random.randrange(1_000_000) if seed is None else seed
     if count < 1:
-        raise UsageError("--count must be at least 1")
+        raise UsageError(t("mock.count_min"))
     pids = pick(count, difficulty, tag, chosen, seed, state.statuses(cwd))
     total = seconds if seconds is not None else \
         (minutes * 60 if minutes is not None else sum(bank.get(p).minutes for p in pids) * 60)
     if total <= 0:
-        raise UsageError("the mock needs some time: --minutes must be more than 0")
+        raise UsageError(t("mock.minutes_min"))
     for m in state.load(cwd)["mocks"]:
         if m.get("status") in ("running", "paused") and m.get("folder"):
-            _ui(as_json).print(f"[yellow]note:[/yellow] mock {m['id']} is unfinished; "
-                               f"continue it with: attn-drill mock --resume")
+            _ui(as_json).print(Text(t("mock.unfinished", id=m["id"]), style="yellow"), soft_wrap=True)
     folder = make_folder(parent)
     for pid in pids:
         (folder / f"{pid}.py").write_text(stub_text(pid), encoding="utf-8")
@@ -120,12 +117,12 @@ def resume(as_json: bool, lang: str | None, cwd: Path) -> int:
     data = state.load(cwd)
     open_ = [m for m in data["mocks"] if m.get("status") in ("running", "paused")]
     if not open_:
-        raise UsageError("no paused mock interview here; start one with: attn-drill mock")
+        raise UsageError(t("mock.none_paused"))
     m = open_[-1]
     if m.get("folder"):
         folder = (cwd / m["folder"]).resolve()
         if not state.state_dir(folder).is_dir():
-            raise UsageError(f"the mock folder {folder} is gone; start a new one with: attn-drill mock")
+            raise UsageError(t("mock.folder_gone", folder=folder))
         workspace = cwd
     else:
         folder, workspace = cwd, (cwd / m.get("workspace", "..")).resolve()
@@ -136,7 +133,7 @@ def resume(as_json: bool, lang: str | None, cwd: Path) -> int:
 def _live(folder: Path) -> dict:
     mocks = [m for m in state.load(folder)["mocks"] if isinstance(m.get("problems"), dict)]
     if not mocks:
-        raise UsageError(f"{folder} holds no mock interview")
+        raise UsageError(t("mock.no_mock_in", folder=folder))
     return mocks[-1]
 
 
@@ -155,6 +152,20 @@ def _alive(pid) -> bool:
         return False
 
 
+def outcome(r, untouched: bool = False) -> dict:
+    """A report, as the mock's screen and scorecard keep it: status, one line, the named mistake, the replay."""
+    from ..render.report import case_reason, summary_line
+    first = r.first_failure()
+    named = r.diagnosis or r.symptom
+    msg = summary_line(r)
+    if first is not None and r.status != PASS:
+        msg = f"{first.name}: {case_reason(first) or msg}"
+    return {"status": "not attempted" if untouched and r.status != PASS else r.status, "message": msg,
+            "mistake": named.mistake if named else None,
+            "why": in_lang(named.en, named.zh) if named else None,
+            "replay": r.replay if r.status != PASS else None}
+
+
 # ---------------------------------------------------------------- the running mock
 class Session:
     def __init__(self, folder: Path, workspace: Path, as_json: bool, lang: str):
@@ -163,6 +174,7 @@ class Session:
         self.client = None
         self.checking: threading.Thread | None = None
         self.last: dict = {}          # pid -> one-line result of the latest in-mock check
+        self.reports: dict = {}       # pid -> the latest Report (the key l shows it whole)
         self.notes: list = []         # renderables to print above the live screen
         self.asking_hint = False
         self.asking_finish = False
@@ -177,7 +189,7 @@ class Session:
                 if m.get("id") == mid and isinstance(m.get("problems"), dict):
                     fn(m)
                     return dict(m)
-            raise UsageError(f"the mock {mid} is missing from {self.folder}")
+            raise UsageError(t("mock.missing_from", id=mid, folder=self.folder))
         self.mock = state.update(self.folder, apply, self._warn)
         return self.mock
 
@@ -193,7 +205,7 @@ class Session:
                 pass
 
     def _warn(self, message: str) -> None:
-        self.con.print(f"[yellow]warning:[/yellow] {message}")
+        self.con.print(Text(t("cli.warning") + " " + message, style="yellow"), soft_wrap=True)
 
     def _open_segment(self) -> None:
         now = time.time()
@@ -201,10 +213,10 @@ class Session:
 
         def fn(m):
             if m.get("status") == "finished":
-                raise UsageError(f"the mock {m['id']} is already finished; start another: attn-drill mock")
+                raise UsageError(t("mock.already_finished", id=m["id"]))
             if m.get("status") == "running" and m.get("segment_start") is not None:
                 if m.get("pid") != mine and _alive(m.get("pid")) and now - m.get("heartbeat", 0) < 3 * HEARTBEAT_S:
-                    raise UsageError(f"the mock {m['id']} is running in another terminal (process {m['pid']})")
+                    raise UsageError(t("mock.running_elsewhere", id=m["id"], pid=m["pid"]))
                 # its process died without pausing: count the time up to its last heartbeat
                 m["elapsed"] = m.get("elapsed", 0.0) + max(0.0, m.get("heartbeat", now) - m["segment_start"])
             m.update(status="running", active=True, segment_start=now, heartbeat=now, pid=mine)
@@ -240,29 +252,25 @@ class Session:
         return [(pid, self.folder / f"{pid}.py") for pid in self.mock["problems"]]
 
     def _grade_all(self, record: bool) -> dict:
-        """Grade every mock file now; an untouched stub is 'not attempted' without grading."""
+        """Grade every mock file now, as `attn-drill check` in the folder does (so a check counts the same
+        from the key and from another terminal); an untouched stub reads 'not attempted'."""
         out = {}
         client = self._client()
         for pid, file in self._files():
             if not file.is_file():
-                out[pid] = {"status": "missing", "message": f"{file.name} is missing"}
+                out[pid] = {"status": "missing", "message": t("mock.file_missing", file=file.name)}
                 continue
-            if file.read_text(encoding="utf-8", errors="replace") == stub_text(pid):
-                out[pid] = {"status": "not attempted", "message": "the stub is untouched"}
-                continue
+            untouched = file.read_text(encoding="utf-8", errors="replace") == stub_text(pid)
             spec = bank.get(pid)
             try:
-                r = grade_file(client, pid, file, self.mock["seed"], time_limit=spec.time_limit)
+                r = grade_file(client, pid, file, self.mock["seed"], time_limit=spec.time_limit, typed="")
             except (ToolError, ValueError) as exc:
-                out[pid] = {"status": "error", "message": f"the grader failed (not your code): {exc}"[:300]}
+                out[pid] = {"status": "error", "message": t("mock.grader_failed", error=str(exc)[:300])}
                 continue
             if record:
                 state.record_check(self.folder, r, self._warn)
-            first = r.first_failure()
-            msg = r.message if r.status != PASS else f"{len(r.cases)} cases pass"
-            if first is not None and first.message:
-                msg = f"{first.name}: {first.message}"
-            out[pid] = {"status": r.status, "message": msg.splitlines()[0] if msg else ""}
+            out[pid] = outcome(r, untouched)
+            self.reports[pid] = r
         return out
 
     def _check_in_background(self) -> None:
@@ -273,41 +281,21 @@ class Session:
             try:
                 self.last = self._grade_all(record=True)
             except Exception as exc:  # noqa: BLE001 - shown on screen; the mock goes on
-                self.notes.append(Text(f"check failed: {exc}", style="red"))
+                self.notes.append(Text(t("mock.check_failed", error=exc), style="red"))
         for pid in self.mock["problems"]:
             self.last[pid] = {"status": "checking", "message": ""}
         self.checking = threading.Thread(target=go, daemon=True)
         self.checking.start()
 
     # -- screen
-    def _screen(self) -> Panel:
-        m = self.mock
-        left = state.mock_left(m)
-        t = Table(box=None, pad_edge=False, expand=False)
-        for col in ("#", "problem", "file", "checks", "hints", "last check"):
-            t.add_column(col, no_wrap=col != "last check")
-        for i, (pid, p) in enumerate(m["problems"].items(), 1):
-            last = self.last.get(pid) or ({"status": p["last"], "message": ""} if p.get("last") else None)
-            if last is None:
-                cell = Text("-", style="dim")
-            else:
-                st = last["status"]
-                style = "green" if st == PASS else ("yellow" if st in ("checking", "not attempted") else "red")
-                cell = Text.assemble((st.upper() if st in ("pass", "fail", "error") else st, style),
-                                     f"  {last['message']}"[:70])
-            if p.get("passed_at"):
-                cell.append(f"  (green at {duration(p['passed_after'])})", style="green")
-            t.add_row(str(i), pid, f"{pid}.py", str(p.get("checks", 0)), str(p.get("hints", 0)), cell)
-        clock = Text.assemble(("⏱ ", ""), (f"{duration(left)} left", "bold red" if left < 60 else "bold"),
-                              f" of {duration(m['seconds'])}")
-        prompt = Text("")
+    def _screen(self):
+        prompt = ""
         if self.asking_hint:
-            prompt = Text(f"hint for which problem? press 1-{len(m['problems'])} (any other key cancels)",
-                          style="bold cyan")
+            prompt = t("mock.ask_hint", n=len(self.mock["problems"]))
         elif self.asking_finish:
-            prompt = Text("finish now and grade? press y to confirm, any other key to go on", style="bold cyan")
-        return Panel(Group(clock, t, Text.from_markup(KEYS), prompt), title=f"mock {m['id']}",
-                     subtitle=f"edit the files in {os.path.relpath(self.folder)}", border_style="cyan")
+            prompt = t("mock.ask_finish")
+        return view.mock_screen(self.mock, self.last, state.mock_left(self.mock), prompt,
+                                os.path.relpath(self.folder), self.con.width)
 
     def _print_statements(self) -> None:
         pids = list(self.mock["problems"])
@@ -337,28 +325,41 @@ class Session:
             live.console.print(render.markdown(_statements_md(list(self.mock["problems"]), self.lang)))
         elif ch == "f":
             self.asking_finish = True
+        elif ch == "l":
+            self._last_report(live)
         elif ch == "q":
             raise KeyboardInterrupt
         return None
 
+    def _last_report(self, live) -> None:
+        """The key l: the latest check's whole report of each problem, above the live panel."""
+        from ..render import report as report_view
+        if not self.reports:
+            live.console.print(Text(t("mock.no_report"), style="yellow"))
+            return
+        for pid, r in self.reports.items():
+            title = bank.get(pid).title.get(self.lang)
+            live.console.print(report_view.first_screen(r, title, live.console.width, hint=False))
+            if r.status != PASS:
+                live.console.print(report_view.details(r, live.console.width))
+
     def _hint(self, pid: str, live) -> None:
-        from .practice import _hint_panel
         spec = bank.get(pid)
         before, now = state.record_hint(self.folder, pid, len(spec.hints), self._warn)
         if now == before:
-            live.console.print(Text(f"all {len(spec.hints)} hints for {pid} are shown already", style="yellow"))
+            live.console.print(Text(t("mock.all_hints", n=len(spec.hints), id=pid), style="yellow"))
             for i in range(now):
-                live.console.print(_hint_panel(spec, i, self.lang))
+                live.console.print(view.hint_panel(spec, i, self.lang))
         else:
-            live.console.print(_hint_panel(spec, now - 1, self.lang))
-            live.console.print(Text("this hint counts against the mock", style="dim"))
+            live.console.print(view.hint_panel(spec, now - 1, self.lang))
+            live.console.print(Text(t("mock.hint_counts"), style="dim"))
 
     # -- main loop
     def run(self, first: bool) -> int:
         self._open_segment()
         try:
             if state.mock_left(self.mock) <= 0:
-                return self._finish("time was already up")
+                return self._finish(t("mock.time_was_up"))
             return self._interact(first)
         except KeyboardInterrupt:
             return self._pause()
@@ -368,23 +369,25 @@ class Session:
     def _interact(self, first: bool) -> int:
         m = self.mock
         con = self.con
-        con.print(Text.assemble(("mock interview ", "bold"), (m["id"], "bold cyan"),
-                                f": {len(m['problems'])} problem{'s' if len(m['problems']) != 1 else ''}, "
-                                f"{duration(state.mock_left(m))} " + ("on the clock" if first else "left"),
-                                ("   seed ", "dim"), str(m["seed"])))
+        con.print(Text.assemble((t("mock.heading", id=m["id"]), "bold"), " ",
+                                tn("mock.count", len(m["problems"]), time=duration(state.mock_left(m))) + " " +
+                                (t("mock.on_clock") if first else t("mock.time_left")),
+                                ("   " + t("report.seed", seed=m["seed"]), "dim")))
         self._print_statements()
-        con.print(Text.assemble(("Edit ", ""), (", ".join(f"{p}.py" for p in m["problems"]), "bold"),
-                                f" in {os.path.relpath(self.folder)} with your editor. Check from here (c), or "
-                                f"in another terminal: cd {os.path.relpath(self.folder)} && attn-drill check"))
+        folder = os.path.relpath(self.folder)
+        con.print(t("mock.edit", files=", ".join(f"{p}.py" for p in m["problems"]), folder=folder), soft_wrap=True)
         self._client()  # warm the grader while the user reads
         fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
+        if fd is None:      # no keys to read: say how the mock runs, and when it ends
+            ends = time.strftime("%H:%M", time.localtime(time.time() + state.mock_left(m)))
+            con.print(Text(t("mock.no_terminal", ends=ends, folder=folder), style="yellow"), soft_wrap=True)
         old = None
         if fd is not None:
             import termios
             import tty
             old = termios.tcgetattr(fd)
             tty.setcbreak(fd)
-        reason = "time is up"
+        reason = t("mock.time_up")
         try:
             with Live(self._screen(), console=con, auto_refresh=False, transient=True) as live:
                 last_beat = last_reload = time.monotonic()
@@ -408,7 +411,7 @@ class Session:
                     if ready:
                         ch = os.read(fd, 1).decode(errors="replace")
                         if self._key(ch, live) == "finish":
-                            reason = "finished early"
+                            reason = t("mock.finished_early")
                             break
         finally:
             if old is not None:
@@ -428,9 +431,10 @@ class Session:
         self._close_segment("paused")
         left = state.mock_left(self.mock)
         where = "" if self.workspace == Path.cwd().resolve() or self.folder == Path.cwd().resolve() else \
-            f" (from {os.path.relpath(self.workspace)})"
-        self.con.print(Text.assemble(("\npaused ", "bold yellow"), f"{self.mock['id']} with {duration(left)} left. "
-                                     f"Continue with: attn-drill mock --resume{where}"))
+            t("mock.from", folder=os.path.relpath(self.workspace))
+        self.con.print(Text.assemble(("\n" + t("mock.paused") + " ", "bold yellow"),
+                                     t("mock.paused_left", id=self.mock["id"], left=duration(left), where=where)),
+                       soft_wrap=True)
         return 0
 
     # -- the end
@@ -438,7 +442,7 @@ class Session:
         if self.checking and self.checking.is_alive():
             self.checking.join()
         self._close_segment("finished")  # stop the clock before grading
-        self.con.print(Text(f"\n{reason}: grading everything…", style="bold"))
+        self.con.print(Text("\n" + t("mock.grading_all", reason=reason), style="bold"))
         final = self._grade_all(record=False)
         now = time.time()
 
@@ -446,6 +450,9 @@ class Session:
             for pid, p in m["problems"].items():
                 p["final"] = final[pid]["status"]
                 p["final_message"] = final[pid]["message"]
+                p["final_mistake"] = final[pid].get("mistake")
+                p["final_why"] = final[pid].get("why")
+                p["final_replay"] = final[pid].get("replay")
                 if final[pid]["status"] == PASS and p.get("passed_at") is None:
                     p["passed_at"], p["passed_after"] = now, round(min(m["elapsed"], m["seconds"]), 1)  # at the bell
             m["finished"] = now
@@ -457,7 +464,7 @@ class Session:
         if self.as_json:
             print(json.dumps(card, indent=2, ensure_ascii=False))
         else:
-            render.console().print(scorecard_view(card))
+            render.console().print(view.scorecard(card, render.console().width))
         return 0 if card["passed"] == len(card["problems"]) else 1
 
     def _propagate(self, card: dict) -> None:
@@ -496,6 +503,7 @@ def scorecard(m: dict) -> dict:
         s = 0.0 if not passed or p.get("solution_viewed") else max(0.25, 1.0 - 0.25 * p.get("hints", 0))
         score += s
         rows.append({"id": pid, "passed": passed, "result": p.get("final"), "message": p.get("final_message", ""),
+                     "mistake": p.get("final_mistake"), "why": p.get("final_why"), "replay": p.get("final_replay"),
                      "time_to_green": p.get("passed_after") if passed else None, "checks": p.get("checks", 0),
                      "hints": p.get("hints", 0), "solution_viewed": bool(p.get("solution_viewed")),
                      "score": round(s, 2)})
@@ -507,35 +515,13 @@ def scorecard(m: dict) -> dict:
             "score": round(mean, 2), "verdict": verdict}
 
 
-def scorecard_view(card: dict) -> Group:
-    t = Table(title=f"scorecard · {card['id']}", title_justify="left")
-    for col in ("problem", "result", "time to green", "checks", "hints", "score"):
-        t.add_column(col, no_wrap=True, justify="right" if col in ("checks", "hints", "score") else "left")
-    for r in card["problems"]:
-        res = r["result"] or "-"
-        word = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}.get(res, res)
-        cell = Text(word, style="green" if r["passed"] else ("yellow" if res == "not attempted" else "red"))
-        if r["solution_viewed"]:
-            cell.append(" (solution viewed)", style="yellow")
-        t.add_row(r["id"], cell, duration(r["time_to_green"]) or "-", str(r["checks"]), str(r["hints"]),
-                  f"{r['score']:.2f}")
-    style = "bold green" if card["verdict"] in ("strong pass", "pass") else "bold red"
-    summary = Text.assemble(("verdict: ", "bold"), (card["verdict"], style),
-                            f"   {card['passed']} of {len(card['problems'])} passed · {card['hints']} hints · "
-                            f"time used {duration(card['used'])} of {duration(card['seconds'])} · "
-                            f"score {card['score']:.2f}")
-    fails = [Text(f"  {r['id']}: {r['message']}", style="dim") for r in card["problems"]
-             if not r["passed"] and r["message"]]
-    return Group(t, *fails, summary)
-
-
 def history(cwd: Path, as_json: bool) -> int:
     """`mock --history`: the mock interviews recorded here."""
     mocks = [mock_summary(m) for m in state.load(cwd)["mocks"]]
     if as_json:
         print(json.dumps(mocks, indent=2, ensure_ascii=False))
     elif mocks:
-        render.console().print(mock_table(mocks))
+        render.console().print(view.mock_history(mocks, render.console().width))
     else:
-        render.console().print("No mock interviews here yet: attn-drill mock")
+        render.console().print(t("mock.none_yet"))
     return 0

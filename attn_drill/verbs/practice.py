@@ -7,29 +7,25 @@ import sys
 import time
 from pathlib import Path
 
-from rich import box
-from rich.panel import Panel
 from rich.syntax import Syntax
-from rich.table import Table
 from rich.text import Text
 
-from .. import bank, render, source, state
+from .. import bank, curriculum, render, state
+from ..i18n import t, tn
+from ..render import practice as view
 from ..spec import DIFFICULTIES
-from .scaffold import backup, stub_text
-
-STATUS_STYLE = {"passed": "green", "failing": "red", "not started": "dim"}
-
+from .scaffold import backup, refuse_folder, stub_text, write_stub
 
 def _warn(message: str) -> None:
-    render.console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
+    render.console(stderr=True).print(Text(t("cli.warning") + " " + message, style="yellow"), soft_wrap=True)
 
 
 def _confirm(question: str, yes: bool, refuse: str) -> bool:
-    """True when the user agreed (or passed --yes). Without a terminal to ask on, refuse."""
+    """True when the user agreed (or passed --yes). Without a terminal to ask on, refuse (exit code 1)."""
     if yes:
         return True
     if not sys.stdin.isatty():
-        render.console(stderr=True).print(f"[red]{refuse}[/red]")
+        render.console(stderr=True).print(Text(refuse, style="red"), soft_wrap=True)
         return False
     from rich.prompt import Confirm
     return Confirm.ask(question, default=False, console=render.console(stderr=True))
@@ -43,30 +39,21 @@ def hint(pid: str, lang: str, show_all: bool, root: Path) -> int:
     if show_all:
         seen = min(state.hints_seen(root, pid), total)
         if seen == 0:
-            con.print(f"No hints seen yet for {pid}. The first one: attn-drill hint {pid}")
+            con.print(t("hint.none_seen", id=pid), soft_wrap=True)
             return 0
         for i in range(seen):
-            con.print(_hint_panel(spec, i, lang))
-        more = f"; the next one: attn-drill hint {pid}" if seen < total else ""
-        con.print(Text(f"{seen} of {total} hints seen{more}", style="dim"))
+            con.print(view.hint_panel(spec, i, lang))
+        con.print(Text(t("hint.seen", seen=seen, total=total) +
+                       (t("hint.next_one", id=pid) if seen < total else ""), style="dim"))
         return 0
     before, now = state.record_hint(root, pid, total, _warn)
     if now == before:
-        con.print(f"All {total} hints for {pid} are already shown (attn-drill hint {pid} --all to read them "
-                  f"again). Still stuck? The reference: attn-drill solution {pid}")
+        con.print(t("hint.all_shown", n=total, id=pid), soft_wrap=True)
         return 0
-    con.print(_hint_panel(spec, now - 1, lang))
+    con.print(view.hint_panel(spec, now - 1, lang))
     left = total - now
-    con.print(Text(f"{left} more hint{'s' if left != 1 else ''}: attn-drill hint {pid}" if left else
-                   f"that was the last hint; the reference: attn-drill solution {pid}", style="dim"))
+    con.print(Text(tn("hint.more", left, id=pid) if left else t("hint.last", id=pid), style="dim"))
     return 0
-
-
-def _hint_panel(spec, i: int, lang: str) -> Panel:
-    title = f"hint {i + 1} of {len(spec.hints)} · {spec.id}" if lang != "zh" else \
-        f"提示 {i + 1}/{len(spec.hints)} · {spec.id}"
-    return Panel(render.markdown(spec.hints[i].get(lang)), title=title, title_align="left",
-                 border_style="cyan", expand=True)
 
 
 # ---------------------------------------------------------------- solution
@@ -75,16 +62,20 @@ def solution(pid: str, yes: bool, root: Path) -> int:
     path = bank.reference_path(pid)
     status = state.statuses(root).get(pid, "not started")
     if status != "passed":
-        ok = _confirm(f"You have not passed {pid} yet. Show the reference solution (recorded in your progress)?",
-                      yes, f"{pid} is not passed yet: showing its solution needs confirmation. "
-                           f"Run it in a terminal, or add --yes: attn-drill solution {pid} --yes")
+        ok = _confirm(t("solution.ask", id=pid), yes, t("solution.refused", id=pid))
         if not ok:
             return 1
     state.record_solution(root, pid, _warn)
+    code = bank.read_reference(pid)
+    if not sys.stdout.isatty():          # piped or redirected: the plain file, runnable as it is
+        sys.stdout.write(code if code.endswith("\n") else code + "\n")
+        sys.stdout.flush()
+        return 0
     con = render.console()
-    con.print(Text(f"reference solution: {pid} ({path.name})", style="bold"))
-    con.print(Syntax(source.read(path), "python", line_numbers=True, word_wrap=True,
-                     theme="ansi_dark", background_color="default"))
+    con.print(Text(t("solution.heading", id=pid, file=path.name), style="bold"))
+    con.print(Syntax(code, "python", line_numbers=True, word_wrap=True, theme="ansi_dark",
+                     background_color="default"))
+    con.print(Text(t("solution.save", id=pid), style="dim"), soft_wrap=True)
     return 0
 
 
@@ -94,21 +85,23 @@ def reset(pid: str, path: Path | None, yes: bool, cwd: Path) -> int:
     target = Path(os.path.relpath(path or cwd / f"{pid}.py"))
     text = stub_text(pid)
     con = render.console()
+    refuse_folder(target, pid)
     if target.exists():
-        if target.read_text(encoding="utf-8", errors="replace") == text:
-            con.print(f"{target} is already the untouched stub; nothing to do.")
+        try:
+            same = target.read_text(encoding="utf-8", errors="replace") == text
+        except OSError:
+            same = False   # unreadable: its backup below says why, and nothing is replaced
+        if same:
+            con.print(t("reset.already", file=target), soft_wrap=True)
             return 0
-        ok = _confirm(f"Replace your {target} with the stub? (a backup of your file is kept)", yes,
-                      f"resetting {target} needs confirmation; run it in a terminal, or add --yes: "
-                      f"attn-drill reset {pid} --yes")
+        ok = _confirm(t("reset.ask", file=target), yes, t("reset.refused", file=target, id=pid))
         if not ok:
             return 1
         saved = backup(target)
-        con.print(f"[yellow]kept a backup of your file:[/yellow] {saved}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+        con.print(Text(t("new.backup", file=saved), style="yellow"), soft_wrap=True)
+    write_stub(target, text)
     state.record_reset(cwd, pid, _warn)
-    con.print(f"restored the stub in [bold]{target}[/bold]; grade it with: attn-drill check {pid}")
+    con.print(t("reset.done", file=target, id=pid), soft_wrap=True)
     return 0
 
 
@@ -121,19 +114,10 @@ def _date(t) -> str:
     return "" if t is None else time.strftime("%m-%d %H:%M", time.localtime(t))
 
 
-def duration(seconds) -> str:
-    """12:05 or 1:02:05; '' when unknown."""
-    if seconds is None:
-        return ""
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    return f"{h}:{rem // 60:02d}:{rem % 60:02d}" if h else f"{rem // 60}:{rem % 60:02d}"
-
-
 def progress_data(root: Path) -> dict:
     data = state.load(root, _warn)
     rows = []
-    for spec in bank.all_specs():
+    for spec in curriculum.order(bank.all_specs()):
         e = data["problems"].get(spec.id, {})
         rows.append({
             "id": spec.id, "title": spec.title.en, "title_zh": spec.title.zh, "difficulty": spec.difficulty,
@@ -171,7 +155,7 @@ def mock_summary(m: dict) -> dict:
     used = card.get("used", state.mock_elapsed(m) if "elapsed" in m else None)
     return {"id": m.get("id"), "folder": m.get("folder"), "status": m.get("status"),
             "started": _iso(m.get("started")), "seconds": m.get("seconds"), "used": used, "problems": ids,
-            "passed": passed, "hints": hints, "verdict": card.get("verdict")}
+            "passed": passed, "hints": hints, "verdict": card.get("verdict"), "score": card.get("score")}
 
 
 def progress(root: Path, as_json: bool, lang: str) -> int:
@@ -180,51 +164,9 @@ def progress(root: Path, as_json: bool, lang: str) -> int:
         print(json.dumps(d, indent=2, ensure_ascii=False))
         return 0
     con = render.console()
-    t = Table(title="progress", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-              padding=(0, 1), collapse_padding=True)
-    # to pass: the first solve's time; best: the quickest solve (after a reset or in a mock)
-    wide = con.width >= 100   # the date of the first pass only where it fits
-    cols = ("id", "level", "status", "checks") + (("first pass",) if wide else ()) + ("to pass", "best", "hints",
-                                                                                     "sol.")
-    for col in cols:
-        t.add_column(col, no_wrap=True, min_width=len(col),
-                     justify="right" if col in ("checks", "to pass", "best", "hints") else "left")
-    for r in d["problems"]:
-        row = [r["id"], r["difficulty"], Text(r["status"], style=STATUS_STYLE.get(r["status"])),
-               str(r["attempts"] or "")] + ([_date(_epoch(r["first_pass"]))] if wide else []) + [
-               duration(r["time_to_pass"]), duration(r["best_time_to_pass"]),
-               f"{r['hints_shown']}/{r['hints_total']}" if r["hints_shown"] else "",
-               Text("viewed", style="yellow") if r["solution_viewed"] else ""]
-        t.add_row(*row)
-    con.print(t)
-    s = d["summary"]
-    levels = " · ".join(f"{k} {v['solved']}/{v['total']}" for k, v in s["by_difficulty"].items() if v["total"])
-    con.print(Text.assemble(("Solved ", "bold"), (f"{s['solved']} of {s['total']}", "bold green"),
-                            f"  ({levels})" + (f" · {s['failing']} failing" if s["failing"] else "")))
-    tags = Text("By tag: ", style="bold")
-    for i, (tag, v) in enumerate(s["by_tag"].items()):
-        tags.append(("" if i == 0 else " · ") + tag + " ", style="")
-        tags.append(f"{v['solved']}/{v['total']}", style="green" if v["solved"] == v["total"] else "")
-    con.print(tags)
-    if d["mocks"]:
-        con.print(mock_table(d["mocks"]))
-    else:
-        con.print(Text("No mock interviews yet: attn-drill mock", style="dim"))
+    con.print(view.progress(d, lang, con.width))
     return 0
 
 
 def _epoch(iso: str | None):
     return None if iso is None else time.mktime(time.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S"))
-
-
-def mock_table(mocks: list[dict]) -> Table:
-    t = Table(title="mock interviews", title_justify="left")
-    for col in ("started", "mock", "problems", "time", "passed", "hints", "verdict"):
-        t.add_column(col, no_wrap=col != "problems")
-    for m in mocks:
-        passed = "" if m["passed"] is None else f"{m['passed']}/{len(m['problems'])}"
-        verdict = m["verdict"] or (m["status"] or "")
-        t.add_row(_date(_epoch(m["started"])), m["id"] or "", ", ".join(m["problems"]),
-                  f"{duration(m['used'] or 0)} / {duration(m['seconds'] or 0)}", passed,
-                  "" if m["hints"] is None else str(m["hints"]), verdict)
-    return t

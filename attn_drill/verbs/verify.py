@@ -11,10 +11,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rich.table import Table
-from rich.text import Text
-
 from .. import bank, render, source
+from ..render import classroom as view
 from ..results import PASS
 from ..spec import SpecError
 from ..worker import WorkerClient
@@ -47,7 +45,7 @@ def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path)
         mutants = {m.id: source.mutant_source(spec, ref_src, m.id) for m in spec.mistakes}
         if not bank.grader_path(pid).is_file():
             raise SpecError(bank.grader_path(pid), "<file>", "is missing", f"write graders/{pid}.py")
-    except (SpecError, source.MutantError, OSError) as exc:
+    except (SpecError, source.MutantError, OSError, SyntaxError, ValueError) as exc:
         row.spec = "bad"
         row.fail(str(exc))
         row.seconds = time.perf_counter() - t0
@@ -130,11 +128,7 @@ def verify(ids: list[str], seed: int, full: bool, as_json: bool, jobs: int | Non
                     done.wait()
                 row = rows[pid]
             if not as_json:
-                mark = Text("ok  ", style="green") if row.ok else Text("FAIL", style="red")
-                con.print(mark, f"{pid:<20} reference {row.reference:<5} stub {row.stub:<6} "
-                                f"mutants {row.mutants_caught}/{row.mutants}  {row.seconds:.1f} s")
-                for p in row.problems:
-                    con.print(Text(f"      {p}", style="red"))
+                con.print(view.verify_row(row))
         for t in threads:
             t.join()
     rows = [rows[pid] for pid in ids]
@@ -144,9 +138,5 @@ def verify(ids: list[str], seed: int, full: bool, as_json: bool, jobs: int | Non
         print(json.dumps({"ok": ok, "seconds": round(total, 2), "seed": seed, "full": full,
                           "problems": [asdict(r) for r in rows]}, indent=2))
     else:
-        table = Table(show_header=False, box=None)
-        table.add_row(Text(f"{sum(r.ok for r in rows)} of {len(rows)} problems verified", style="bold"),
-                      f"{sum(r.mutants_caught for r in rows)}/{sum(r.mutants for r in rows)} mutants caught",
-                      f"{total:.1f} s", f"seed {seed}" + (" full" if full else ""))
-        con.print(table)
+        con.print(view.verify_total(rows, total, seed, full))
     return 0 if ok else 1

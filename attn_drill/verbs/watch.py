@@ -1,22 +1,38 @@
 """`watch`: re-grade on every save, with one warm worker so a re-check never re-imports torch.
 
-The loop takes its file-change events and its grading client as arguments, so tests can drive it
-without a file watcher or torch. Each check is recorded in the workspace progress.
+In a terminal the screen is redrawn from the top: a line per file, then the first screen of the
+latest report (the verdict stays at the top, whatever the terminal's height). A save shows
+"checking…" at once; a save while a check runs cancels that check and grades the new content; a
+file that cannot run (a syntax error, a missing name) is reported without the worker, in a
+fraction of a second. Keys: d details, r re-check, q quit. The screen follows a resize.
+
+`loop(w, changes)` is the synchronous form (one grading after another) that tests drive with a
+fake client and a list of saves; `Live` runs the same Watcher with threads for the terminal.
+Each check is recorded in the workspace progress.
 """
 from __future__ import annotations
 
+import os
+import queue
 import random
+import select
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterable
 
+from rich.console import Group
 from rich.text import Text
 
 from .. import bank, render, state
+from ..i18n import t, tn
+from ..render import report as view
+from ..render.base import clip, height as height_of
 from ..results import PASS
-from ..worker import ToolError
-from .check import resolve
-
+from ..worker import Cancelled, ToolError
+from .check import resolve, static_report, typed_path
 
 def _problem_file(path: Path, cwd: Path) -> str | None:
     """The problem id if `path` is <id>.py directly in `cwd`."""
@@ -25,7 +41,7 @@ def _problem_file(path: Path, cwd: Path) -> str | None:
     return None
 
 
-def changes_from_disk(folders: list[Path], wanted) -> Iterable[set[Path]]:
+def changes_from_disk(folders: list[Path], wanted, stop: threading.Event | None = None) -> Iterable[set[Path]]:
     """Sets of changed files (only those `wanted(path)` accepts), from the OS file watcher."""
     import watchfiles
 
@@ -34,8 +50,9 @@ def changes_from_disk(folders: list[Path], wanted) -> Iterable[set[Path]]:
 
     # step: yield 50 ms after the last event of a save. The watcher blocks on OS events; once a second
     # it yields an empty set so the loop can catch a save made before the watcher was armed.
-    for batch in watchfiles.watch(*folders, watch_filter=keep, debounce=800, step=50, recursive=False,
-                                  raise_interrupt=True, yield_on_timeout=True, rust_timeout=1000):
+    for batch in watchfiles.watch(*folders, watch_filter=keep, debounce=300, step=50, recursive=False,
+                                  raise_interrupt=False, yield_on_timeout=True, rust_timeout=1000,
+                                  stop_event=stop):
         yield {Path(p) for _, p in batch}
 
 
@@ -48,18 +65,24 @@ def _signature(file: Path):
 
 
 class Watcher:
-    """The state of one watch session: targets, seed, warm client, last reports."""
+    """The state of one watch session: targets, seed, warm client, last reports, what is running."""
 
     def __init__(self, targets: list[tuple[str, Path]], seed: int, full: bool, lang: str, cwd: Path,
-                 client, con=None, follow_new: bool = False):
+                 client, con=None, follow_new: bool = False, typed: str | None = ""):
         self.targets = {pid: file.resolve() for pid, file in targets}
         self.seed, self.full, self.lang, self.cwd = seed, full, lang, cwd.resolve()
         self.client = client
         self.con = con or render.console()
         self.follow_new = follow_new  # no id given: pick up problem files created while watching
+        self.typed = typed if len(targets) == 1 else ""
         self.reports: dict = {}
-        self.graded_sig: dict = {}  # pid -> (mtime_ns, size) of the file when it was last graded
+        self.seconds: dict = {}       # pid -> seconds its last check took
+        self.checking: set = set()    # pids being checked now
+        self.graded_sig: dict = {}    # pid -> (mtime_ns, size) of the file when it was last graded
+        self.latest: str | None = None
         self.count = 0
+        self.details = False
+        self.message = ""             # one line under the header: an error of the tool, a key's effect
 
     def wanted(self, path: Path) -> bool:
         path = path.resolve() if path.exists() else path.absolute()
@@ -70,27 +93,10 @@ class Watcher:
     def folders(self) -> list[Path]:
         return sorted({f.parent for f in self.targets.values()} | ({self.cwd} if self.follow_new else set()))
 
-    def grade(self, pids: list[str]) -> list[str]:
-        """Grade these problems; returns those graded (a file mid-save may be missing)."""
-        done = []
-        for pid in pids:
-            file = self.targets[pid]
-            if not file.is_file():
-                self.reports.pop(pid, None)
-                continue
-            spec = bank.get(pid)
-            self.graded_sig[pid] = _signature(file)
-            self.reports[pid] = self.client.grade(pid, str(file), self.seed, full=self.full,
-                                                  time_limit=spec.time_limit * (3 if self.full else 1))
-            state.record_check(self.cwd, self.reports[pid])
-            done.append(pid)
-        self.client.start()  # a worker killed by a hang respawns now, while the user edits
-        return done
-
     def stale(self) -> list[str]:
         """Problems whose file changed since it was graded without an event reaching us."""
         return [pid for pid, file in self.targets.items()
-                if file.is_file() and self.graded_sig.get(pid) != _signature(file)]
+                if pid not in self.checking and file.is_file() and self.graded_sig.get(pid) != _signature(file)]
 
     def on_change(self, paths: set[Path]) -> list[str]:
         if not paths:
@@ -107,39 +113,131 @@ class Watcher:
                 pids.append(pid)
         return pids
 
-    def show(self, graded: list[str], seconds: float) -> None:
-        con = self.con
-        if con.is_terminal:
-            con.clear()
+    # -- grading one file
+    def grade_one(self, pid: str):
+        """The report for pid's file now (None: the file is missing mid-save). Raises Cancelled."""
+        file = self.targets[pid]
+        if not file.is_file():
+            return None
+        self.graded_sig[pid] = _signature(file)
+        t0 = time.perf_counter()
+        r = static_report(pid, file, self.seed, self.full, self.typed)   # no worker needed
+        if r is None:
+            spec = bank.get(pid)
+            r = self.client.grade(pid, str(file), self.seed, full=self.full, typed=self.typed,
+                                  time_limit=spec.time_limit * (3 if self.full else 1), shown=_shown(file))
+        self.seconds[pid] = time.perf_counter() - t0
+        return r
+
+    def record(self, pid: str, r) -> None:
+        self.reports[pid] = r
+        self.latest = pid
         self.count += 1
-        files = ", ".join(f.name for f in self.targets.values())
-        con.print(Text.assemble(("watching ", "dim"), (files, "bold"),
-                                f"   seed {self.seed}   check #{self.count} at {time.strftime('%H:%M:%S')} "
-                                f"({seconds:.1f} s)", ("   save to re-check · Ctrl-C to stop", "dim")))
-        for pid in graded:
-            con.print(render.report(self.reports[pid], bank.get(pid).title.get(self.lang), self.lang))
-        others = [pid for pid in self.reports if pid not in graded]
-        for pid in others:
-            r = self.reports[pid]
-            con.print(Text.assemble(("PASS" if r.status == PASS else r.status.upper(),
-                                     "green" if r.status == PASS else "red"), f"  {pid}  (unchanged)"))
-        missing = [pid for pid in self.targets if pid not in self.reports]
-        for pid in missing:
-            con.print(Text(f"waiting for {self.targets[pid].name} to be saved", style="yellow"))
+        self.checking.discard(pid)
+        try:
+            state.record_check(self.cwd, r)
+        except OSError as exc:
+            self.message = str(exc)
 
     def step(self, pids: list[str]) -> None:
-        t0 = time.perf_counter()
-        try:
-            graded = self.grade(pids)
-        except (ToolError, ValueError) as exc:
-            self.con.print(f"[red]error:[/red] {exc}\n[dim]still watching; save again to retry[/dim]")
-            return
+        """Grade these now, one after the other, and draw (the synchronous form)."""
+        graded = False
+        for pid in pids:
+            self.checking.add(pid)
+            try:
+                r = self.grade_one(pid)
+            except (ToolError, ValueError) as exc:
+                self.checking.discard(pid)
+                self.message = t("watch.tool_error", error=str(exc).splitlines()[0] if str(exc) else exc)
+                continue
+            if r is None:
+                self.checking.discard(pid)
+                self.reports.pop(pid, None)
+                continue
+            self.record(pid, r)
+            graded = True
+        self.client.start()  # a worker killed by a hang respawns now, while the user edits
         if graded or not pids:
-            self.show(graded, time.perf_counter() - t0)
+            self.draw()
+
+    # -- the screen
+    def screen(self, height: int | None = None) -> Group:
+        width = self.con.width
+        parts = [self._header()]
+        if self.message:
+            parts.append(Text(self.message, style="red"))
+        if len(self.targets) > 1:
+            for pid, file in self.targets.items():
+                parts.append(self._file_line(pid, file))
+        pid = self.latest
+        if self.checking:
+            names = ", ".join(self.targets[p].name for p in sorted(self.checking))
+            parts.append(Text(t("watch.checking", files=names) +
+                              (" " + t("watch.previous") if pid in self.checking and pid in self.reports else ""),
+                              style="bold yellow"))
+        if pid in self.reports:
+            r = self.reports[pid]
+            used = sum(height_of(p, width) for p in parts)
+            budget = max(8, (height or render.FIRST_SCREEN) - used - 1)
+            title = bank.get(pid).title.get(self.lang)
+            parts.append(view.first_screen(r, title, width, budget=budget, hint=True, details_cmd=None))
+            if self.details and r.status != PASS:
+                parts.append(view.details(r, width))
+        missing = [p for p in self.targets if not self.targets[p].is_file()]
+        for p in missing:
+            parts.append(Text(t("watch.waiting", file=self.targets[p].name), style="yellow"))
+        if not self.targets:
+            parts.append(Text(t("watch.no_files"), style="yellow"))
+        parts.append(Text(t("watch.keys"), style="dim"))
+        return Group(*parts)
+
+    def _header(self) -> Text:
+        files = ", ".join(f.name for f in self.targets.values()) or self.cwd.name + "/"
+        head = Text.assemble((t("watch.watching") + " ", "dim"), (files, "bold"), "   ",
+                             (t("report.seed", seed=self.seed), "dim"))
+        if self.count:
+            head.append("   " + t("watch.check_no", n=self.count, at=time.strftime("%H:%M:%S")), style="dim")
+        if self.checking:
+            head.append("   " + t("watch.checking_short"), style="bold yellow")
+        return head
+
+    def _file_line(self, pid: str, file: Path) -> Text:
+        r = self.reports.get(pid)
+        if pid in self.checking:
+            return Text.assemble(("  …  ", "yellow"), (file.name, "bold"), "  ", (t("watch.checking_short"), "yellow"))
+        if r is None:
+            return Text.assemble(("  -  ", "dim"), (file.name, "bold"), "  ", (t("watch.not_checked"), "dim"))
+        word = view.verdict_word(r.status)
+        style = "green" if r.status == PASS else "red"
+        line = Text.assemble((f"  {word:<5}", style), " ", (file.name, "bold"), "  ")
+        line.append(clip(view.summary_line(r), max(20, self.con.width - line.cell_len - 1), 1), style="dim")
+        return line
+
+    def draw(self) -> None:
+        con = self.con
+        if not con.is_terminal:
+            con.print(self.screen())
+            return
+        height = con.size.height
+        with con.capture() as cap:
+            con.print(self.screen(height))
+        lines = cap.get().split("\n")
+        if len(lines) > height - 1:
+            lines = lines[: height - 2] + [t("watch.more_below")]
+        con.clear()
+        con.file.write("\n".join(lines).rstrip("\n") + "\n")
+        con.file.flush()
+
+
+def _shown(file: Path) -> str:
+    try:
+        return str(file.relative_to(Path.cwd()))
+    except ValueError:
+        return str(file)
 
 
 def loop(w: Watcher, changes: Iterable[set[Path]]) -> int:
-    """First check, then one re-check per batch of saves. Ctrl-C ends it with exit 0."""
+    """The synchronous form: first check, then one re-check per batch of saves. Ctrl-C ends it."""
     try:
         w.step(list(w.targets))
         for paths in changes:
@@ -148,8 +246,140 @@ def loop(w: Watcher, changes: Iterable[set[Path]]) -> int:
                 w.step(pids)
     except KeyboardInterrupt:
         pass
-    w.con.print(Text(f"\nstopped watching after {w.count} check{'s' if w.count != 1 else ''}", style="dim"))
+    w.con.print(Text("\n" + tn("watch.stopped", w.count), style="dim"))
     return 0
+
+
+class Live:
+    """The terminal form: file events, keys, resizes and finished gradings meet in one queue; one
+    grading thread works through what is due, and a newer save cancels the check it makes stale."""
+
+    def __init__(self, w: Watcher):
+        self.w = w
+        self.events: queue.Queue = queue.Queue()
+        self.due: list[str] = []          # pids to grade, in order
+        self.running: str | None = None
+        self.lock = threading.Condition()
+        self.stop = threading.Event()
+
+    def grader(self) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                while not self.due and not self.stop.is_set():
+                    self.lock.wait(0.5)
+                if self.stop.is_set():
+                    return
+                pid = self.running = self.due.pop(0)
+            try:
+                r = self.w.grade_one(pid)
+                self.events.put(("done", pid, r))
+            except Cancelled:
+                self.events.put(("cancelled", pid, None))
+            except (ToolError, ValueError, OSError) as exc:
+                self.events.put(("error", pid, exc))
+            finally:
+                with self.lock:
+                    self.running = None
+                self.w.client.start()
+
+    def want(self, pids: list[str]) -> None:
+        """Grade these as soon as possible; a check of one of them in progress is stale: cancel it."""
+        with self.lock:
+            for pid in pids:
+                if pid in self.due:
+                    self.due.remove(pid)
+                self.due.append(pid)
+                self.w.checking.add(pid)
+            if self.running in pids:
+                self.w.client.cancel()
+            self.lock.notify_all()
+
+    def watcher(self, changes) -> None:
+        for paths in changes:
+            if self.stop.is_set():
+                return
+            self.events.put(("change", paths, None))
+
+    def keys(self, fd: int) -> None:
+        while not self.stop.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.3)
+            if ready:
+                ch = os.read(fd, 1).decode(errors="replace")
+                if not ch:
+                    return
+                self.events.put(("key", ch, None))
+
+    def run(self, changes) -> int:
+        w = self.w
+        fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+        old = None
+        if fd is not None:
+            import termios
+            import tty
+            old = termios.tcgetattr(fd)
+            tty.setcbreak(fd)
+        previous = signal.signal(signal.SIGWINCH, lambda *_: self.events.put(("resize", None, None))) \
+            if hasattr(signal, "SIGWINCH") and threading.current_thread() is threading.main_thread() else None
+        threads = [threading.Thread(target=self.grader, daemon=True),
+                   threading.Thread(target=self.watcher, args=(changes,), daemon=True)]
+        if fd is not None:
+            threads.append(threading.Thread(target=self.keys, args=(fd,), daemon=True))
+        for th in threads:
+            th.start()
+        try:
+            self.want(list(w.targets))
+            w.draw()                           # at once: the header and "checking…"
+            while True:
+                try:
+                    kind, a, b = self.events.get(timeout=1.0)
+                except queue.Empty:
+                    continue
+                if kind == "change":
+                    pids = w.on_change(a)
+                    if pids:
+                        w.message = ""
+                        self.want(pids)
+                        w.draw()
+                elif kind == "done":
+                    if b is None:
+                        w.checking.discard(a)
+                        w.reports.pop(a, None)
+                    elif a not in self.due:        # a newer save of it is waiting: this one is stale
+                        w.record(a, b)
+                    w.draw()
+                elif kind == "cancelled":
+                    pass                           # its newer grading is due already
+                elif kind == "error":
+                    w.checking.discard(a)
+                    w.message = t("watch.tool_error", error=str(b).splitlines()[0] if str(b) else b)
+                    w.draw()
+                elif kind == "resize":
+                    w.draw()
+                elif kind == "key":
+                    ch = a.lower()
+                    if ch == "q":
+                        break
+                    if ch == "d":
+                        w.details = not w.details
+                        w.draw()
+                    elif ch == "r":
+                        self.want(list(w.targets))
+                        w.draw()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop.set()
+            with self.lock:
+                self.lock.notify_all()
+            if self.running:
+                w.client.cancel()
+            if old is not None:
+                import termios
+                termios.tcsetattr(fd, termios.TCSADRAIN, old)
+            if previous is not None:
+                signal.signal(signal.SIGWINCH, previous)
+        w.con.print(Text("\n" + tn("watch.stopped", w.count), style="dim"))
+        return 0
 
 
 def watch(pid: str | None, path: str | None, seed: int | None, full: bool, lang: str, cwd: Path) -> int:
@@ -158,8 +388,12 @@ def watch(pid: str | None, path: str | None, seed: int | None, full: bool, lang:
     try:
         targets = resolve(pid, path, cwd)
         seed = random.randrange(1_000_000) if seed is None else seed
-        w = Watcher(targets, seed, full, lang, cwd, client, follow_new=pid is None)
-        return loop(w, changes_from_disk(w.folders(), w.wanted))
+        w = Watcher(targets, seed, full, lang, cwd, client, follow_new=pid is None,
+                    typed=typed_path(pid, path))
+        stop = threading.Event()
+        live = Live(w)
+        live.stop = stop
+        return live.run(changes_from_disk(w.folders(), w.wanted, stop))
     except KeyboardInterrupt:
         return 0
     finally:
