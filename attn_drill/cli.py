@@ -186,9 +186,8 @@ def check(problem: Optional[str] = typer.Argument(None, help="Problem id; omit t
         finally:
             client.close()
         from .state import record_check, statuses
-        for r in reports:
-            record_check(Path.cwd(), r)
-        return verb.show(reports, json_out, chosen, statuses(Path.cwd()), verbose)
+        scheduled = {r.problem: record_check(Path.cwd(), r) for r in reports}
+        return verb.show(reports, json_out, chosen, statuses(Path.cwd()), verbose, scheduled)
     _run(go)
 
 

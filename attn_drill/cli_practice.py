@@ -104,3 +104,75 @@ def mock(minutes: Optional[float] = typer.Option(None, "--minutes", "-m",
     else:
         _run(verb.start, count, minutes, seconds, difficulty.value if difficulty else None, tag,
              list(problems or []), seed, dir, json_out, use_lang(lang), Path.cwd())
+
+
+# ---------------------------------------------------------------- practice that sticks
+RATING_HELP = ("Re-drills are scheduled by FSRS from how each solve went: failed, given up or solution viewed → "
+               "again; slower than the problem's estimate or with hints → hard; within the estimate → good; in "
+               "half of it, no hints, passed at the first check → easy.")
+
+
+DRILL_HELP = ("Re-drill a problem from memory: a fresh stub in drills/, graded as strictly as the first solve.\n\n"
+              "The time to green, the hints used and a pass at the first check are recorded; then the next "
+              "re-drill is scheduled. " + RATING_HELP + "\n\nExamples: attn-drill drill mhsa · attn-drill check mhsa "
+              "drills/mhsa-20261201-0930.py · attn-drill drill mhsa --give-up")
+TODAY_HELP = ("What to do today: the re-drills due, the follow-up questions due, and a few new problems.\n\n" +
+              RATING_HELP + "\n\nExample: attn-drill today")
+
+
+@app.command(help=DRILL_HELP)
+def drill(problem: str = typer.Argument(..., help="Problem id, e.g. gqa.", autocompletion=complete_id),
+          give_up: bool = typer.Option(False, "--give-up", help="End the open re-drill of this problem (rated again)."),
+          lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
+    from .verbs.drills import drill as verb
+    use_lang(lang)
+    _run(verb, problem, give_up, Path.cwd())
+
+
+@app.command(help=TODAY_HELP)
+def today(json_out: bool = typer.Option(False, "--json", help="JSON instead of the list."),
+          lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
+    from .verbs.drills import today as verb
+    _run(verb, Path.cwd(), json_out, use_lang(lang))
+
+
+@app.command()
+def plan(days: int = typer.Option(14, "--days", "-n", help="How many days to plan."),
+         hours: float = typer.Option(1.0, "--hours-per-day", help="Time you have each day."),
+         tags: Optional[List[str]] = typer.Option(None, "--tag", "-t", help="Only problems with this tag (repeatable)."),
+         markdown: bool = typer.Option(False, "--markdown", help="Markdown (a checklist per day) for a notes app."),
+         json_out: bool = typer.Option(False, "--json", help="JSON instead of the table."),
+         lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
+    """A day-by-day study plan: due re-drills and questions first, then new problems in curriculum order.
+
+    Prerequisites come first; reviews are projected with the scheduler as if each planned item went
+    well. The same progress gives the same plan.
+
+    Examples: attn-drill plan --days 14 · attn-drill plan --days 7 --hours-per-day 2 --tag kv-cache --markdown
+    """
+    from .verbs.drills import plan as verb
+    _run(verb, Path.cwd(), days, hours, list(tags or []), markdown, json_out, use_lang(lang))
+
+
+@app.command()
+def quiz(problem: Optional[str] = typer.Argument(None, help="Problem id; omit for the questions due and new ones "
+                                                             "of the problems you passed.",
+                                                 autocompletion=complete_id),
+         count: int = typer.Option(5, "--count", "-k", help="How many questions."),
+         due: bool = typer.Option(False, "--due", help="Only the questions due for review."),
+         answers: Optional[str] = typer.Option(None, "--answers",
+                                               help="The answers for scripts, separated by commas (or by ; when a "
+                                                    "number has commas): a choice's number or letter, a number; "
+                                                    "no terminal is needed."),
+         json_out: bool = typer.Option(False, "--json", help="The results as JSON on stdout."),
+         lang: Optional[Lang] = typer.Option(None, "--lang", help=LANG_HELP)):
+    """The interviewer's follow-up questions, graded: choices and computed numbers, with explanations.
+
+    A right answer schedules the question later, a wrong one soon (the same FSRS scheduler as the
+    re-drills). Keys: 1-9, or ↑/↓ and Enter; s skips. Exit code 0 when every answer is right.
+
+    Examples: attn-drill quiz · attn-drill quiz mhsa --count 3 · attn-drill quiz mhsa --answers 2,2,274877906944,4294967296
+    """
+    from .verbs.quizzing import run as verb
+    given = None if answers is None else [a.strip() for a in answers.split(";" if ";" in answers else ",")]
+    _run(verb, problem, count, due, given, json_out, use_lang(lang), Path.cwd())

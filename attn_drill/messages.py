@@ -231,6 +231,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # ------------------------------------------------------------ check
     "check.total": ("{passed} of {total} problems pass", "{total} 道题中 {passed} 道通过"),
     "check.next": ("next:", "下一题："),
+    "check.drill_done": ("re-drill of {id} passed (rated {rating}); the next one is due on {date}: attn-drill today",
+                         "{id} 的重练通过（评为 {rating}）；下一次在 {date}：attn-drill today"),
+    "check.scheduled": ("{id} is in your re-drills now (rated {rating}): redo it from memory on {date}; attn-drill "
+                        "today lists what is due", "{id} 已加入重练（评为 {rating}）：请在 {date} 凭记忆重做；"
+                        "attn-drill today 会列出到期的内容"),
 
     # ------------------------------------------------------------ list and show
     "list.heading": ("attn-drill problems ({n})", "attn-drill 题库（{n} 道）"),
@@ -309,8 +314,15 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.no_check_yet": ("not checked yet", "尚未检查"),
     "mock.green_at": ("(green at {at})", "（{at} 时通过）"),
     "mock.looks_like": ("looks like {id}: {why}", "看起来是 {id}：{why}"),
-    "mock.keys": ("keys: c check all · l last reports · h hint · s statements · f finish now · Ctrl-C pause",
-                  "按键：c 全部检查 · l 最近的报告 · h 提示 · s 题目 · f 立即结束 · Ctrl-C 暂停"),
+    "mock.keys": ("keys: c check all · l last reports · u follow-ups · h hint · s statements · f finish now · "
+                  "Ctrl-C pause", "按键：c 全部检查 · l 最近的报告 · u 追问 · h 提示 · s 题目 · f 立即结束 · Ctrl-C 暂停"),
+    "mock.followups_ready": ("passed: {ids}. The interviewer has follow-up questions: press u",
+                             "已通过：{ids}。面试官有追问：按 u"),
+    "mock.no_followups": ("no follow-up questions now: pass a problem first (its questions are asked once)",
+                          "现在没有追问：先通过一道题（每道题的追问只问一次）"),
+    "mock.followups_done": ("follow-ups of {id}: {right} of {n} right", "{id} 的追问：{n} 题答对 {right} 题"),
+    "mock.followups_card": ("follow-ups (apart from the score): {right} of {n} right ({per})",
+                            "追问（不计入得分）：{n} 题答对 {right} 题（{per}）"),
     "mock.ask_hint": ("hint for which problem? press 1-{n} (any other key cancels)", "要哪道题的提示？按 1-{n}（其他键取消）"),
     "mock.ask_finish": ("finish now and grade? press y to confirm, any other key to go on",
                         "现在结束并评分？按 y 确认，其他键继续"),
@@ -462,9 +474,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "progress.by_tag": ("By tag:", "按标签："),
     "progress.no_mocks": ("No mock interviews yet: attn-drill mock", "还没有模拟面试：attn-drill mock"),
     "progress.retention": ("From memory:", "凭记忆："),
-    "progress.retention_counts": ("{due} re-drills due today, {overdue} overdue; {memory} of {tracked} passed from "
-                                  "memory at least once (attn-drill today)", "今天到期的重练 {due} 道，逾期 {overdue} 道；"
-                                  "{tracked} 道中有 {memory} 道至少凭记忆通过一次（attn-drill today）"),
+    "progress.retention_counts": ("re-drills due today {due}, overdue {overdue}; passed from memory at least once: "
+                                  "{memory} of {tracked}", "今天到期的重练 {due}，逾期 {overdue}；至少凭记忆通过一次："
+                                  "{tracked} 道中 {memory} 道"),
 
     # ------------------------------------------------------------ grade
     "grade.heading": ("grading {n} of {everyone} student(s){where} on {problems} with {workers} worker(s), seed {seed}",
@@ -526,8 +538,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "{n} 个用例没有在这台机器上运行（例如 {reason}）：这里的通过不包括它们"),
 
     # ------------------------------------------------------------ verify
-    "verify.row": ("reference {reference:<5} stub {stub:<6} mutants {caught}/{total}  {s} s",
-                   "参考实现 {reference:<5} 模板 {stub:<6} 变异体 {caught}/{total}  {s} 秒"),
+    "verify.row": ("{reference} · stub {stub} · {caught}/{total} mutants · {questions} questions · {s} s",
+                   "参考实现{reference} · 模板{stub} · 变异体 {caught}/{total} · 追问 {questions} · {s} 秒"),
     "verify.stub.fails": ("fails", "不通过"),
     "verify.stub.PASSES": ("PASSES", "竟然通过"),
     "verify.total": ("{ok} of {n} problems verified  {caught}/{mutants} mutants caught  {s} s  seed {seed}",
@@ -557,6 +569,71 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "bench.crashed": ("your code crashed the timing process (exit code {code}); os._exit, a segfault, or running out "
                       "of memory?", "你的代码让计时进程崩溃了（退出码 {code}）；是 os._exit、段错误，还是内存不足？"),
     "bench.cannot": ("cannot time this solution:", "无法为这个解答计时："),
+
+    # ------------------------------------------------------------ re-drills, today, plan, quiz
+    "drill.started": ("re-drill {id} from memory: wrote {file} (a fresh stub; your earlier solution stays where it "
+                      "is). Aim for ~{minutes} min, no hints. Grade it with: attn-drill check {id} {file}",
+                      "凭记忆重练 {id}：已写入 {file}（全新的模板；你以前的解答保持原样）。目标约 {minutes} 分钟，不看提示。"
+                      "评测：attn-drill check {id} {file}"),
+    "drill.already_open": ("a re-drill of {id} is open: {file}. Grade it with attn-drill check {id} {file}, or give "
+                           "it up with attn-drill drill {id} --give-up", "{id} 有一个进行中的重练：{file}。评测："
+                           "attn-drill check {id} {file}；放弃：attn-drill drill {id} --give-up"),
+    "drill.none_open": ("no re-drill of {id} is open; start one with: attn-drill drill {id}",
+                        "{id} 没有进行中的重练；开始一次：attn-drill drill {id}"),
+    "drill.given_up": ("gave up the re-drill of {id}: it comes back soon (rated again)",
+                       "已放弃 {id} 的重练：它很快会再次出现（评为 again）"),
+    "today.heading": ("today, {date}: about {minutes} min", "今天（{date}）：约 {minutes} 分钟"),
+    "today.kind.open": ("continue", "继续"),
+    "today.kind.redrill": ("re-drill", "重练"),
+    "today.kind.quiz": ("quiz", "问答"),
+    "today.kind.new": ("new", "新题"),
+    "today.questions.one": ("1 follow-up question", "1 道追问"),
+    "today.questions.many": ("{n} follow-up questions", "{n} 道追问"),
+    "today.overdue": ("(overdue by {n} day(s))", "（已逾期 {n} 天）"),
+    "today.nothing": ("nothing due today: every re-drill is scheduled later and no new problem is waiting",
+                      "今天没有到期的内容：所有重练都安排在以后，也没有待做的新题"),
+    "today.next_due": ("next re-drill: {id} on {date}", "下一次重练：{id}，{date}"),
+    "today.how": ("Re-drills are scheduled by FSRS from how each solve went: failed or solution viewed → again; "
+                  "slower than the estimate or with hints → hard; within the estimate → good; in half of it, no "
+                  "hints, first check → easy. A study plan: attn-drill plan --days 14",
+                  "重练由 FSRS 根据每次解题的情况安排：未通过或看过答案 → again；比预估慢或用了提示 → hard；在预估时间内"
+                  " → good；用时不到一半、无提示、第一次检查就通过 → easy。学习计划：attn-drill plan --days 14"),
+    "plan.title": ("study plan: {days} days, {hours} h a day", "学习计划：{days} 天，每天 {hours} 小时"),
+    "plan.day": ("day", "天"),
+    "plan.date": ("date", "日期"),
+    "plan.work": ("what to do", "内容"),
+    "plan.free": ("free (nothing due)", "空闲（没有到期内容）"),
+    "plan.new": ("new {id}", "新题 {id}"),
+    "plan.redrill": ("re-drill {id}", "重练 {id}"),
+    "plan.quiz.one": ("quiz: 1 question", "问答：1 道题"),
+    "plan.quiz.many": ("quiz: {n} questions", "问答：{n} 道题"),
+    "plan.day_heading": ("Day {day} ({date}, ~{minutes} min)", "第 {day} 天（{date}，约 {minutes} 分钟）"),
+    "plan.left": ("{n} problem(s) do not fit in this plan: {ids}", "有 {n} 道题放不进这个计划：{ids}"),
+    "plan.how": ("Each day: the re-drills due, then the follow-up questions due, then new problems in curriculum "
+                 "order (prerequisites first), within the day's time; reviews are projected as if each item went "
+                 "well. The same progress gives the same plan.", "每天：先做到期的重练，再做到期的追问，然后按课程顺序"
+                 "（先修题在前）做新题，不超过当天的时间；复习日期按每项都顺利完成来推算。同样的进度得到同样的计划。"),
+    "plan.days": ("--days must be between 1 and 366", "--days 必须在 1 到 366 之间"),
+    "plan.hours": ("--hours-per-day must be more than 0 and at most 16", "--hours-per-day 必须大于 0 且不超过 16"),
+    "quiz.progress": ("question {i} of {n}", "第 {i}/{n} 题"),
+    "quiz.title": ("follow-up · {id}", "追问 · {id}"),
+    "quiz.keys": ("1-9 or ↑/↓ and Enter to answer, s to skip", "按 1-9，或 ↑/↓ 加回车作答，s 跳过"),
+    "quiz.your_number": ("your answer (a number):", "你的答案（一个数）："),
+    "quiz.right": ("right.", "正确。"),
+    "quiz.wrong": ("not quite. ", "不对。"),
+    "quiz.skipped": ("skipped. ", "已跳过。"),
+    "quiz.answer": ("The answer: {answer}", "答案：{answer}"),
+    "quiz.see": ("see {where}", "参见 {where}"),
+    "quiz.statement": ("the statement (attn-drill show {id})", "题目描述（attn-drill show {id}）"),
+    "quiz.summary": ("{right} of {n} right; each answer reschedules its question (wrong: it comes back soon)",
+                     "{n} 题答对 {right} 题；每个回答都会重新安排这道题（答错的很快会再出现）"),
+    "quiz.count": ("--count must be at least 1", "--count 至少为 1"),
+    "quiz.no_terminal": ("quiz asks in a terminal; without one, give the answers: attn-drill quiz mhsa --answers 2,65536",
+                         "quiz 需要在终端中提问；没有终端时请给出答案：attn-drill quiz mhsa --answers 2,65536"),
+    "quiz.nothing": ("no questions of {id} to ask now", "{id} 现在没有要问的题"),
+    "quiz.nothing_all": ("no follow-up question is due, and every question of the problems you passed was asked; "
+                         "pass a problem, or ask one anyway: attn-drill quiz mhsa", "没有到期的追问，已通过题目的追问也都问过了；"
+                         "先通过一道题，或直接指定：attn-drill quiz mhsa"),
 
     # ------------------------------------------------------------ config
     "config.line": ("{key} = {value}   ({where})", "{key} = {value}   （来自 {where}）"),

@@ -165,6 +165,8 @@ MOCK_PROBLEM = Record("a mock's problem record", {  # one problem of a live mock
     "final_mistake": Field("text?", keep=True),  # the named mistake at the bell, its reason, the replay
     "final_why": Field("text?", keep=True),
     "final_replay": Field("text?", keep=True),
+    "followups_asked": Field("count", 0),        # follow-up questions asked after it passed (key u)
+    "followups_right": Field("count", 0),
 })
 
 SCORE_ROW = Record("a scorecard row", {
@@ -180,6 +182,8 @@ SCORE_ROW = Record("a scorecard row", {
     "mistake": Field("text?"),
     "why": Field("text?"),
     "replay": Field("text?"),
+    "followups_asked": Field("count", 0),
+    "followups_right": Field("count", 0),
 })
 
 SCORECARD = Record("a scorecard", {
@@ -188,6 +192,7 @@ SCORECARD = Record("a scorecard", {
     "problems": Field(ListOf(SCORE_ROW), []),
     "passed": Field("count", keep=True), "hints": Field("count", keep=True),
     "score": Field("score", keep=True), "verdict": Field("text", keep=True),
+    "followups_asked": Field("count", 0), "followups_right": Field("count", 0),
 })
 
 MOCK = Record("a mock interview", {
@@ -582,8 +587,9 @@ def statuses(root: Path) -> dict:
     return {pid: e.get("status", "not started") for pid, e in data["problems"].items()}
 
 
-def record_check(root: Path, report: Report, warn=None) -> None:
-    """Count an attempt; remember the first pass time and the best grading time."""
+def record_check(root: Path, report: Report, warn=None) -> dict | None:
+    """Count an attempt; remember the first pass time and the best grading time. Returns what a pass
+    scheduled ({"drill": True when it ended a re-drill, "rating", "due"}), or None."""
     def fn(data):
         e = problem_entry(data, report.problem)
         now = clock.now()
@@ -603,8 +609,13 @@ def record_check(root: Path, report: Report, warn=None) -> None:
                 e["best_seconds"] = round(report.seconds, 3)
         elif e["status"] != "passed":
             e["status"] = "failing"
-        if not _drill_checked(root, data, report, now) and report.status == PASS:
+        drilled = _drill_checked(root, data, report, now)
+        if not drilled and report.status == PASS:
             _first_solve_card(data, report.problem, e, now)
+        card = (data.get("cards") or {}).get(report.problem)
+        scheduled = None
+        if report.status == PASS and isinstance(card, dict) and card.get("last_review") == now:
+            scheduled = {"drill": drilled, "rating": card.get("last_rating"), "due": card.get("due")}
         for mock in data["mocks"]:
             if mock.get("active") and report.problem in mock.get("problems", {}):
                 m = mock["problems"][report.problem]
@@ -613,7 +624,8 @@ def record_check(root: Path, report: Report, warn=None) -> None:
                 if report.status == PASS and m.get("passed_at") is None:
                     m["passed_at"] = now
                     m["passed_after"] = round(mock_elapsed(mock, now), 1)
-    update(root, fn, warn)   # a read-only folder says so and does not stop grading
+        return scheduled
+    return update(root, fn, warn)   # a read-only folder says so and does not stop grading
 
 
 def _minutes(pid: str) -> float:

@@ -100,6 +100,9 @@ def _serve() -> None:
                 for key in [k for k in sandboxes if req.get("scratch") in (None, k)]:
                     sandboxes.pop(key).close()
                 reply = {"ok": True}
+            elif op == "questions":      # verify: a problem's follow-up questions, their proofs run here (torch)
+                from . import quiz
+                reply = {"ok": True, "problems": quiz.check_problem(req["problem"])}
             elif op in ("ping", "cancel"):
                 reply = {"ok": True}
             else:
@@ -238,6 +241,19 @@ class WorkerClient:
                 raise ValueError(reply["error"])
             raise ToolError(reply.get("traceback") or reply.get("error"))
         return Report.from_dict(reply["report"])
+
+    def check_questions(self, problem: str) -> list[str]:
+        """What is wrong with a problem's follow-up questions, proofs measured with its reference."""
+        self.start()
+        self._wait_ready()
+        self._send({"op": "questions", "problem": problem})
+        line = self._readline(JUDGE_ALLOWANCE_S)
+        if not line:
+            raise ToolError("the grading process stopped answering")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ToolError(reply.get("traceback") or reply.get("error"))
+        return list(reply["problems"])
 
     def cancel(self) -> None:
         """Stop the grading in progress (from another thread); its grade() raises Cancelled."""

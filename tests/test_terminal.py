@@ -122,3 +122,36 @@ def test_watch_shows_checking_at_once_and_a_save_cancels_a_hung_check(tmp_path):
     assert shown < 1.5 and to_checking < 1.5
     assert to_verdict < 15       # not the 30 s time limit of the hung check: it was cancelled
     assert child.exitstatus == 0
+
+
+def test_quiz_in_a_terminal_with_number_keys_and_arrows(tmp_path):
+    """The first choice answered with its number key, the second with ↓ and Enter."""
+    from attn_drill import quiz
+    now = 1796200000
+    qs = quiz.load(ROOT / "questions" / "mhsa.py")
+    rights = [next(i for i, (_, ok) in enumerate(q.options(now // 86400)) if ok) for q in qs[:2]]
+    e = dict(os.environ, COLUMNS="80", LINES="24", TERM="xterm-256color", ATTN_DRILL_NOW=str(now))
+    child = pexpect.spawn(sys.executable, ["-m", "attn_drill", "quiz", "mhsa", "--count", "2"], cwd=str(tmp_path),
+                          env=e, dimensions=(24, 80), encoding="utf-8", timeout=60)
+    child.expect("1-9 or")
+    child.send(str(rights[0] + 1))
+    child.expect("right")
+    child.expect("1-9 or")
+    child.send("\x1b[B" * rights[1] + "\r")
+    child.expect("right")
+    child.expect("2 of 2 right")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_today_and_plan_fit_the_terminal(tmp_path, lang):
+    lines, raw, status = run(["today", "--lang", lang], tmp_path)
+    assert status == 0 and len(lines) <= 24 and all(len(x) <= 80 for x in lines)
+    assert ("today," if lang == "en" else "今天") in lines[0]
+    assert "attn-drill new mhsa" in "\n".join(lines)
+    lines, raw, status = run(["plan", "--days", "7", "--lang", lang], tmp_path, cols=80)
+    assert status == 0 and all(len(x) <= 80 for x in lines)
+    text = "\n".join(lines)
+    assert ("study plan: 7 days" if lang == "en" else "学习计划：7 天") in text and "mhsa" in text

@@ -64,6 +64,12 @@ def clip(text: str, width: int, lines: int, more: str = "…") -> str:
     return "".join(out) + row.rstrip()
 
 
+def wrap(text: str, width: int) -> str:
+    """Text wrapped at `width` cells, breaking after a word or any CJK character (rich breaks only at
+    spaces, which leaves Chinese lines half empty)."""
+    return "\n".join(clip(para, width, 10 ** 6) if para.strip() else "" for para in text.split("\n"))
+
+
 def fitted_table(columns: list[dict], rows: list[list], width: int, **table_kw) -> Table:
     """A table that drops optional columns (highest `drop` first) until every value fits whole;
     values are never cut. columns: {"name", "drop": 0 (never) or a rank, "justify"?, "min"?, "wrap"? (at words), "fold"? (anywhere)}."""

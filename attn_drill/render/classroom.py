@@ -105,12 +105,12 @@ def grade_footer(out: str, sfx: str, seconds: float) -> Text:
 # ---------------------------------------------------------------- verify
 def verify_row(row) -> Group:
     mark = Text("ok  ", style="green") if row.ok else Text("FAIL", style="red")
-    line = Text.assemble(mark, f" {row.problem:<24} ", t("verify.row", reference=verdict_word(row.reference)
+    line = Text.assemble(mark, f"{row.problem:<23}", t("verify.row", reference=verdict_word(row.reference)
                                                           if row.reference in ("pass", "fail", "error")
                                                           else row.reference, stub=t(f"verify.stub.{row.stub}")
                                                           if row.stub in ("fails", "PASSES") else row.stub,
                                                           caught=row.mutants_caught, total=row.mutants,
-                                                          s=f"{row.seconds:.1f}"))
+                                                          questions=row.questions, s=f"{row.seconds:.1f}"))
     return Group(line, *[Text(f"      {p}", style="red") for p in row.problems])
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from ..i18n import has, t
+from ..i18n import has, t, tn
 from ..results import PASS
 from .base import print_command
 
 
-def after_check(con: Console, results: list[tuple[str, str]], nxt: str | None) -> None:
-    """Below the reports: the count over several files, and what to do next after a pass."""
+def after_check(con: Console, results: list[tuple[str, str]], nxt: str | None, scheduled: dict = None) -> None:
+    """Below the reports: the count over several files, what a pass scheduled, what to do next."""
+    from .. import clock
+    for pid, sch in (scheduled or {}).items():
+        if sch and sch.get("due"):
+            key = "check.drill_done" if sch.get("drill") else "check.scheduled"
+            con.print(Text(t(key, id=pid, rating=sch["rating"], date=clock.local_day(sch["due"])), style="cyan"),
+                      soft_wrap=True)
     if len(results) > 1:
         passed = sum(st == PASS for _, st in results)
         con.print(Text(t("check.total", passed=passed, total=len(results)), style="bold"))
@@ -105,7 +111,10 @@ def mock_screen(m: dict, last: dict, left: float, prompt: str, folder: str, widt
                                            inner - 5, 2), style="magenta"))
     clock = Text.assemble(("⏱ ", ""), (t("mock.left", left=duration(left)), "bold red" if left < 60 else "bold"),
                           " " + t("mock.of", total=duration(m["seconds"])))
+    ready = [pid for pid, p in m["problems"].items() if p.get("passed_at") and not p.get("followups_asked")]
     parts = [clock, tab, *rows, Text(clip(t("mock.keys"), inner, 2), style="dim")]
+    if ready:
+        parts.append(Text(clip(t("mock.followups_ready", ids=", ".join(ready)), inner, 2), style="bold cyan"))
     if prompt:
         parts.append(Text(prompt, style="bold cyan"))
     return Panel(Group(*parts), title=t("mock.title", id=m["id"]), title_align="left",
@@ -150,6 +159,11 @@ def scorecard(card: dict, width: int):
                                "   " + t("mock.summary", passed=card["passed"], total=len(card["problems"]),
                                          hints=card["hints"], used=duration(card["used"]),
                                          seconds=duration(card["seconds"]), score=f"{card['score']:.2f}")))
+    if card.get("followups_asked"):
+        per = ", ".join(f"{r['id']} {r['followups_right']}/{r['followups_asked']}" for r in card["problems"]
+                        if r.get("followups_asked"))
+        parts.append(Text(t("mock.followups_card", right=card["followups_right"], n=card["followups_asked"],
+                            per=per), style="cyan"))
     parts.append(Text(clip(t("mock.how_scored"), inner, 4), style="dim"))
     return Group(*parts)
 
@@ -224,3 +238,130 @@ def retention_line(r: dict) -> Text:
     return Text.assemble((t("progress.retention") + " ", "bold"),
                          t("progress.retention_counts", due=r["due"], overdue=r["overdue"], memory=r["from_memory"],
                            tracked=r["tracked"]))
+
+
+# ---------------------------------------------------------------- re-drills, today, plan
+def drill_started(pid: str, file: str, minutes: int) -> Text:
+    return Text(t("drill.started", id=pid, file=file, minutes=minutes))
+
+
+def _item_line(item: dict, lang: str) -> Text:
+    kind = item["kind"]
+    label = t(f"today.kind.{kind}")
+    what = item["id"] or tn("today.questions", sum(item.get("questions", {}).values())
+                            if isinstance(item.get("questions"), dict) else item.get("questions", 0))
+    extra = ""
+    if kind == "redrill" and item.get("overdue_days"):
+        extra = " " + t("today.overdue", n=item["overdue_days"])
+    if kind == "quiz" and isinstance(item.get("questions"), dict):
+        extra = " (" + ", ".join(f"{p} {n}" for p, n in item["questions"].items()) + ")"
+    line = Text.assemble((f"  {label:<10}", "bold cyan" if kind != "new" else "bold"), (what, "bold"),
+                         (extra, "yellow" if kind == "redrill" else "dim"),
+                         (f"  ~{item['minutes']} {t('unit.min')}", "dim"))
+    if item.get("command"):
+        line.append("\n" + " " * 12)
+        line.append(item["command"], style="")
+    return line
+
+
+def today(d: dict, lang: str, width: int):
+    from rich.console import Group
+    parts = [Text(t("today.heading", date=d["date"], minutes=d["minutes"]), style="bold")]
+    if not d["items"]:
+        parts.append(Text(t("today.nothing"), style="green"))
+    for item in d["items"]:
+        parts.append(_item_line(item, lang))
+    if d.get("next_due"):
+        parts.append(Text(t("today.next_due", id=d["next_due"]["id"], date=d["next_due"]["date"]), style="dim"))
+    parts.append(retention_line(d["retention"]))
+    parts.append(Text(t("today.how"), style="dim"))
+    return Group(*parts)
+
+
+def _plan_cell(item: dict) -> str:
+    if item["kind"] == "quiz":
+        return tn("plan.quiz", item["questions"])
+    return t(f"plan.{item['kind']}", id=item["id"])
+
+
+def plan_table(d: dict, lang: str, width: int):
+    from rich import box
+    from rich.console import Group
+    from .base import fitted_table
+    cols = [{"name": t("plan.day"), "drop": 0, "justify": "right"}, {"name": t("plan.date"), "drop": 2},
+            {"name": t("plan.work"), "drop": 0, "wrap": True, "min": 20},
+            {"name": t("list.minutes"), "drop": 1, "justify": "right"}]
+    body = [[str(day["day"]), day["date"][5:], "; ".join(_plan_cell(i) for i in day["items"]) or t("plan.free"),
+             str(day["minutes"])] for day in d["plan"]]
+    parts = [fitted_table(cols, body, width, title=t("plan.title", days=d["days"], hours=f"{d['hours_per_day']:g}"),
+                          title_justify="left", box=box.SIMPLE_HEAD)]
+    if d["not_planned"]:
+        parts.append(Text(t("plan.left", n=len(d["not_planned"]), ids=", ".join(d["not_planned"][:8]) +
+                            (" …" if len(d["not_planned"]) > 8 else "")), style="dim"))
+    parts.append(Text(t("plan.how"), style="dim"))
+    return Group(*parts)
+
+
+def plan_markdown(d: dict, lang: str) -> str:
+    """The plan for a notes app: a heading, then a checklist per day."""
+    hours = f"{d['hours_per_day']:g}"
+    lines = [f"# {t('plan.title', days=d['days'], hours=hours)}", ""]
+    for day in d["plan"]:
+        lines.append(f"## {t('plan.day_heading', day=day['day'], date=day['date'], minutes=day['minutes'])}")
+        lines.append("")
+        for item in day["items"] or []:
+            cmd = {"new": f"attn-drill new {item['id']}", "redrill": f"attn-drill drill {item['id']}",
+                   "quiz": "attn-drill quiz --due"}[item["kind"]]
+            lines.append(f"- [ ] {_plan_cell(item)} (~{item['minutes']} {t('unit.min')}): `{cmd}`")
+        if not day["items"]:
+            lines.append(f"- {t('plan.free')}")
+        lines.append("")
+    if d["not_planned"]:
+        lines.append(t("plan.left", n=len(d["not_planned"]), ids=", ".join(d["not_planned"])))
+        lines.append("")
+    lines.append(f"_{t('plan.how')}_")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- quiz
+def quiz_progress(i: int, n: int) -> Text:
+    return Text(t("quiz.progress", i=i, n=n), style="dim")
+
+
+def question(pid: str, q, lang: str):
+    from rich.panel import Panel
+    from ..i18n import pick
+    return Panel(Text(pick(q.en, q.zh)), title=t("quiz.title", id=pid), title_align="left", border_style="cyan")
+
+
+def choices(texts: list[str], at: int | None):
+    """The choices, numbered, each wrapped under its own text (a hanging indent)."""
+    from rich.console import Group
+    from rich.table import Table
+    tab = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+    tab.add_column(no_wrap=True)
+    tab.add_column(ratio=1)
+    for i, text in enumerate(texts):
+        mark = "›" if at == i else " "
+        tab.add_row(Text(f"{mark} {i + 1}.", style="bold cyan" if at == i else "bold"),
+                    Text(text, style="bold" if at == i else ""))
+    return Group(tab, Text(t("quiz.keys"), style="dim")) if at is not None else tab
+
+
+def feedback(right: bool, skipped: bool, answer: str, explain: str, where: str | None, lang: str,
+             got=None, width: int = 80) -> Text:
+    from .base import wrap
+    out = Text()
+    if right:
+        out.append(t("quiz.right") + "\n", style="bold green")
+    else:
+        out.append(t("quiz.skipped") if skipped else t("quiz.wrong"), style="bold red")
+        out.append(wrap(t("quiz.answer", answer=answer), width) + "\n")
+    out.append(wrap(explain, width) + "\n")
+    if where:
+        out.append(t("quiz.see", where=where) + "\n", style="dim")
+    return out
+
+
+def quiz_summary(right: int, n: int) -> Text:
+    return Text(t("quiz.summary", right=right, n=n), style="bold green" if right == n else "bold")

@@ -130,7 +130,7 @@ def next_problem(statuses: dict, done: set[str]) -> str | None:
 
 
 def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None = None,
-         verbose: bool = False) -> int:
+         verbose: bool = False, scheduled: dict | None = None) -> int:
     """Print the reports: each one's first screen (and its details with --verbose), or the JSON."""
     if as_json:
         data = [render.exercism(r) for r in reports]
@@ -147,7 +147,7 @@ def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None 
         nxt = None
         if statuses is not None and all(r.status == PASS for r in reports):
             nxt = next_problem(statuses, {r.problem for r in reports})
-        practice.after_check(con, [(r.problem, r.status) for r in reports], nxt)
+        practice.after_check(con, [(r.problem, r.status) for r in reports], nxt, scheduled or {})
     return 0 if all(r.status == PASS for r in reports) else 1
 
 

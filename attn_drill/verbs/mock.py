@@ -327,9 +327,49 @@ class Session:
             self.asking_finish = True
         elif ch == "l":
             self._last_report(live)
+        elif ch == "u":
+            self._followups(live)
         elif ch == "q":
             raise KeyboardInterrupt
         return None
+
+    def _ready_followups(self) -> list[str]:
+        """Problems passed in this mock whose follow-up questions were not asked yet."""
+        from .quizzing import questions_of
+        return [pid for pid, p in self.mock["problems"].items()
+                if p.get("passed_at") and not p.get("followups_asked") and questions_of(pid)]
+
+    def _followups(self, live) -> None:
+        """The key u: the follow-up questions of a problem passed in the mock, inside its time; counted
+        apart from the score (scorecard: follow-ups right of asked)."""
+        from .quizzing import Answers, ask, questions_of
+        ready = self._ready_followups()
+        if not ready:
+            live.console.print(Text(t("mock.no_followups"), style="yellow"))
+            return
+        pid = ready[0]
+        live.stop()
+        fd, old = getattr(self, "tty", (None, None))
+        if fd is not None:                       # typed numbers need the terminal's own line editing
+            import termios
+            saved = termios.tcgetattr(fd)
+            termios.tcsetattr(fd, termios.TCSADRAIN, old)
+        right = asked = 0
+        try:
+            for q in questions_of(pid):
+                if state.mock_left(self.mock) <= 0:
+                    break
+                res = ask(pid, q, self.mock["seed"], Answers(None), self.con, self.lang)
+                asked += 1
+                right += res["right"]
+        except (KeyboardInterrupt, EOFError):
+            pass
+        finally:
+            if fd is not None:
+                termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            self._update_mock(lambda m: m["problems"][pid].update(followups_asked=asked, followups_right=right))
+            self.con.print(Text(t("mock.followups_done", id=pid, right=right, n=asked), style="cyan"))
+            live.start()
 
     def _last_report(self, live) -> None:
         """The key l: the latest check's whole report of each problem, above the live panel."""
@@ -387,6 +427,7 @@ class Session:
             import tty
             old = termios.tcgetattr(fd)
             tty.setcbreak(fd)
+        self.tty = (fd, old)
         reason = t("mock.time_up")
         try:
             with Live(self._screen(), console=con, auto_refresh=False, transient=True) as live:
@@ -504,6 +545,7 @@ def scorecard(m: dict) -> dict:
         score += s
         rows.append({"id": pid, "passed": passed, "result": p.get("final"), "message": p.get("final_message", ""),
                      "mistake": p.get("final_mistake"), "why": p.get("final_why"), "replay": p.get("final_replay"),
+                     "followups_asked": p.get("followups_asked", 0), "followups_right": p.get("followups_right", 0),
                      "time_to_green": p.get("passed_after") if passed else None, "checks": p.get("checks", 0),
                      "hints": p.get("hints", 0), "solution_viewed": bool(p.get("solution_viewed")),
                      "score": round(s, 2)})
@@ -512,6 +554,8 @@ def scorecard(m: dict) -> dict:
     used = round(min(m["elapsed"], m["seconds"]), 1)
     return {"id": m["id"], "seed": m.get("seed"), "seconds": m["seconds"], "used": used,
             "problems": rows, "passed": sum(r["passed"] for r in rows), "hints": sum(r["hints"] for r in rows),
+            "followups_asked": sum(r["followups_asked"] for r in rows),
+            "followups_right": sum(r["followups_right"] for r in rows),
             "score": round(mean, 2), "verdict": verdict}
 
 

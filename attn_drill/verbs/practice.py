@@ -139,7 +139,9 @@ def progress_data(root: Path) -> dict:
     summary = {"solved": sum(r["status"] == "passed" for r in rows), "total": len(rows),
                "failing": sum(r["status"] == "failing" for r in rows),
                "by_difficulty": by_diff, "by_tag": dict(sorted(by_tag.items()))}
+    from .. import clock, schedule
     return {"version": state.VERSION, "problems": rows, "summary": summary,
+            "retention": schedule.retention(data, clock.day_end(clock.now())),
             "mocks": [mock_summary(m) for m in data["mocks"]]}
 
 

@@ -1,6 +1,7 @@
 """`verify`: prove the bank. Every spec loads, every reference passes, every untouched stub fails,
-every known mistake fails and is diagnosed as itself. One judge worker per job (default: 2, or the
-CPU count if smaller); each imports torch once."""
+every known mistake fails and is diagnosed as itself, every follow-up question is sound
+(attn_drill.quiz) and its computed answers match their proofs. One judge worker per job
+(default: 2, or the CPU count if smaller); each imports torch once."""
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ class Row:
     stub: str = "-"
     mutants_caught: int = 0
     mutants: int = 0
+    questions: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
@@ -81,8 +83,19 @@ def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path)
             row.fail(f"mutant {mid} fails but is diagnosed as {named or 'nothing'} ({rep.message})")
         else:
             row.mutants_caught += 1
+    row.questions = len(_questions(pid))
+    for msg in client.check_questions(pid):
+        row.fail(msg)
     row.seconds = time.perf_counter() - t0
     return row
+
+
+def _questions(pid: str) -> list:
+    from .quizzing import questions_of
+    try:
+        return questions_of(pid)
+    except Exception:  # noqa: BLE001 - reported by check_questions
+        return []
 
 
 def _jobs(requested: int | None, n: int) -> int:
