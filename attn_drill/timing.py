@@ -163,7 +163,6 @@ class Bench:
                         grad=False, probe=self.probe, probe_args=self.probe_args, seed=self.seed, params=params)
 
     def _build_ref(self):
-        torch = self.torch
         from .room.usercode import seed_all
         target = getattr(self.ref_mod, self.target)
         if self.init is None:

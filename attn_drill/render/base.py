@@ -21,6 +21,16 @@ def console(stderr: bool = False, width: int | None = None) -> Console:
     return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
 
 
+def emit(data, as_json: bool, view) -> None:
+    """A verb's result: as JSON on stdout, or drawn by `view(data, width)` on the console."""
+    if as_json:
+        import json
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    con = console()
+    con.print(view(data, con.width))
+
+
 def is_tty() -> bool:
     return sys.stdout.isatty()
 

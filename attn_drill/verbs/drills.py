@@ -109,12 +109,7 @@ def today_data(root: Path) -> dict:
 
 
 def today(root: Path, as_json: bool, lang: str) -> int:
-    d = today_data(root)
-    if as_json:
-        print(json.dumps(d, indent=2, ensure_ascii=False))
-        return 0
-    con = render.console()
-    con.print(view.today(d, lang, con.width))
+    render.emit(today_data(root), as_json, lambda d, width: view.today(d, lang, width))
     return 0
 
 
@@ -182,11 +177,8 @@ def plan_data(root: Path, days: int, hours: float, tags: list[str]) -> dict:
 
 def plan(root: Path, days: int, hours: float, tags: list[str], markdown: bool, as_json: bool, lang: str) -> int:
     d = plan_data(root, days, hours, tags)
-    if as_json:
-        print(json.dumps(d, indent=2, ensure_ascii=False))
-    elif markdown:
+    if markdown and not as_json:
         print(view.plan_markdown(d, lang))
     else:
-        con = render.console()
-        con.print(view.plan_table(d, lang, con.width))
+        render.emit(d, as_json, lambda d, width: view.plan_table(d, lang, width))
     return 0

@@ -1,7 +1,6 @@
 """`hint`, `solution`, `reset` and `progress`: help when stuck, and the record of the work. No torch."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -161,12 +160,7 @@ def mock_summary(m: dict) -> dict:
 
 
 def progress(root: Path, as_json: bool, lang: str) -> int:
-    d = progress_data(root)
-    if as_json:
-        print(json.dumps(d, indent=2, ensure_ascii=False))
-        return 0
-    con = render.console()
-    con.print(view.progress(d, lang, con.width))
+    render.emit(progress_data(root), as_json, lambda d, width: view.progress(d, lang, width))
     return 0
 
 
