@@ -11,6 +11,7 @@ each known mistake (a mutant of the reference, run here) is tried against what t
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import time
@@ -122,6 +123,7 @@ class _Grading:
         grader = load_module(str(bank.grader_path(self.problem)), None, "grader")
         probe_path = bank.probe_path(self.problem)
         self.probe_source = probe_path.read_text(encoding="utf-8") if probe_path.is_file() else None
+        self.bank_key = _bank_key(self.problem, self.seed, self.full)
         if self.probe_source:
             self.probes = load_source(self.probe_source, f"probes_{self.problem}", filename=str(probe_path))
         all_cases = grader.cases(Ctx(self.seed, full=self.full, settings=self.spec.settings))
@@ -224,10 +226,9 @@ class _Grading:
             if case.name == named_case or case.is_check or st.get("skip") or res.status not in (PASS, FAIL) \
                     or res.problem is not None:
                 continue
-            try:
-                mut = run_side(mmod, st["prep"].low, session=None, trace=bool(case.trace), repeat=False,
-                               probes=self.probes)
-            except Exception:  # noqa: BLE001 - a mutant that crashes where the submission did not
+            mut = _MUTANT_SIDES.get((self.bank_key, case.name, mid, bool(case.trace)), lambda: _run_mutant(
+                mmod, st["prep"].low, bool(case.trace), self.probes))
+            if isinstance(mut, str):   # a mutant that raises where the submission did not
                 return False
             mres, _ = self._judged(case, st["prep"], st["truth"], st["low"], mut, rules=bool(case.trace))
             if res.status == PASS and mres.status != PASS:
@@ -246,18 +247,23 @@ class _Grading:
         if case.is_check:
             st["prep"] = Prepared(case, self.ref_mod, check=True)
         else:
-            prep = st["prep"] = Prepared(case, self.ref_mod)
-            st["truth"] = run_side(self.ref_mod, prep.truth, session=None, trace=False, repeat=False,
-                                   probes=self.probes)
-            prep.share_upstream()
-            st["low"] = None if case.dtype == torch.float64 and case.autocast is None else \
-                run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
-            if st["low"] is not None:
-                st["low"].others = [run_side(self.ref_mod, prep.nudged(k), session=None, trace=False, repeat=False,
-                                             probes=self.probes) for k in range(NUDGED_RUNS)]
+            st.update(_REFERENCE_SIDES.get((self.bank_key, case.name), lambda: self._reference_sides(case)))
         st["ticket"] = self.room.submit({"op": "case", "data": st["prep"].low.to_wire(), "trace": bool(case.trace),
                                          "repeat": True})
         return st
+
+    def _reference_sides(self, case: Case) -> dict:
+        """The case's inputs and the reference's sides: in float64 (the truth), in the case dtype, and
+        in that dtype on nudged inputs. A function of (the bank's files, seed, --full, case) only."""
+        prep = Prepared(case, self.ref_mod)
+        truth = run_side(self.ref_mod, prep.truth, session=None, trace=False, repeat=False, probes=self.probes)
+        prep.share_upstream()
+        low = None if case.dtype == torch.float64 and case.autocast is None else \
+            run_side(self.ref_mod, prep.low, session=None, trace=False, repeat=False, probes=self.probes)
+        if low is not None:
+            low.others = [run_side(self.ref_mod, prep.nudged(k), session=None, trace=False, repeat=False,
+                                   probes=self.probes) for k in range(NUDGED_RUNS)]
+        return {"prep": prep, "truth": truth, "low": low}
 
     def _finish(self, st: dict) -> CaseResult:
         case = st["case"]
@@ -357,10 +363,10 @@ class _Grading:
         for mid, mmod in self.mutants.items():
             if mmod is None:
                 continue
-            try:
-                mut = run_side(mmod, prep.low, session=None, trace=by_rule, repeat=False, probes=self.probes)
-            except Exception as exc:  # noqa: BLE001 - a mutant that raises: the same error, or no match
-                if raised is not None and raised == f"{type(exc).__name__}: {exc}":
+            mut = _MUTANT_SIDES.get((self.bank_key, case.name, mid, by_rule), lambda: _run_mutant(
+                mmod, prep.low, by_rule, self.probes))
+            if isinstance(mut, str):   # a mutant that raises: the same error, or no match
+                if raised is not None and raised == mut:
                     best = (0.0, mid) if best is None else best
                 continue
             if mut.problem or raised is not None:
@@ -565,6 +571,46 @@ def _shown(path: str) -> str:
 def _raised(problem: UserProblem) -> str | None:
     """The exception a submission raised, as `Type: message`, for matching a mutant raising the same."""
     return problem.message if problem.kind == "exception" else None
+
+
+class _Memo:
+    """What the judge computed for a case with trusted code (the reference, a mutant), kept for the next
+    grading of the same case: verify grades every mutant on the same cases, watch re-grades at one
+    seed. The key holds the bank files' contents, the seed, --full and the case's name, which fix
+    the inputs; the least recently used entries go first."""
+
+    def __init__(self, size: int):
+        self.size, self.items = size, collections.OrderedDict()
+
+    def get(self, key, make):
+        if key in self.items:
+            self.items.move_to_end(key)
+            return self.items[key]
+        value = self.items[key] = make()
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+        return value
+
+
+_REFERENCE_SIDES = _Memo(256)
+_MUTANT_SIDES = _Memo(2048)
+
+
+def _bank_key(problem: str, seed: int, full: bool) -> tuple:
+    import hashlib
+    h = hashlib.sha256()
+    for path in (bank.spec_path(problem), bank.reference_path(problem), bank.grader_path(problem),
+                 bank.probe_path(problem)):
+        h.update(path.read_bytes() if path.is_file() else b"-")
+    return problem, h.hexdigest(), seed, full
+
+
+def _run_mutant(mmod, data, trace: bool, probes):
+    """A mutant's side on a case, or the error it raised as `Type: message`."""
+    try:
+        return run_side(mmod, data, session=None, trace=trace, repeat=False, probes=probes)
+    except Exception as exc:  # noqa: BLE001 - a mutant that raises is a result too
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _mutants(spec) -> dict:
