@@ -508,6 +508,8 @@ def plan(e: Example) -> Plan:
     if argv[0] in ("python", "python3"):
         if argv[1:3] == ["-m", "attn_drill"]:
             argv = ["attn-drill", *argv[3:]]
+        elif argv[1:3] == ["-m", "attn_drill.quiz"]:  # the question checker: run for real
+            return Plan(("python", *argv), "python", argv[1:])
         elif argv[1:2] == ["-m"]:
             return Plan(("module", *argv), "static", argv[2:])
         elif argv[1:2] == ["-c"]:

@@ -218,8 +218,9 @@ def _spawn(args, cwd, timeout=90):
     env = dict(os.environ, NO_COLOR="1", COLUMNS="100", TERM="xterm", ATTN_DRILL_BANK=str(FIXTURES / "bank"))
     exe = shutil.which("attn-drill") or sys.executable
     argv = args if exe != sys.executable else ["-m", "attn_drill"] + args
-    child = pexpect.spawn(exe, argv, cwd=str(cwd), env=env, encoding="utf-8", timeout=timeout,
-                          dimensions=(50, 100))
+    # codec_errors: a Ctrl-C lets the terminal driver drop pending output, maybe half a character
+    child = pexpect.spawn(exe, argv, cwd=str(cwd), env=env, encoding="utf-8", codec_errors="replace",
+                          timeout=timeout, dimensions=(50, 100))
     child.logfile_read = io.StringIO()
     return child
 

@@ -33,6 +33,7 @@ from ..worker import ToolError
 from .check import UsageError, grade_file
 from .practice import mock_summary
 from .scaffold import stub_text
+from .terminal import cbreak, ctrl_c, ctrl_c_raises
 
 HEARTBEAT_S = 5.0
 
@@ -356,12 +357,13 @@ class Session:
             termios.tcsetattr(fd, termios.TCSADRAIN, old)
         right = asked = 0
         try:
-            for q in questions_of(pid):
-                if state.mock_left(self.mock) <= 0:
-                    break
-                res = ask(pid, q, self.mock["seed"], Answers(None), self.con, self.lang)
-                asked += 1
-                right += res["right"]
+            with ctrl_c_raises():                # Ctrl-C ends the questions, not the mock
+                for q in questions_of(pid):
+                    if state.mock_left(self.mock) <= 0:
+                        break
+                    res = ask(pid, q, self.mock["seed"], Answers(None), self.con, self.lang)
+                    asked += 1
+                    right += res["right"]
         except (KeyboardInterrupt, EOFError):
             pass
         finally:
@@ -423,16 +425,17 @@ class Session:
             con.print(Text(t("mock.no_terminal", ends=ends, folder=folder), style="yellow"), soft_wrap=True)
         old = None
         if fd is not None:
-            import termios
-            import tty
-            old = termios.tcgetattr(fd)
-            tty.setcbreak(fd)
+            old = cbreak(fd)
         self.tty = (fd, old)
         reason = t("mock.time_up")
+        interrupted = threading.Event()
         try:
-            with Live(self._screen(), console=con, auto_refresh=False, transient=True) as live:
+            with ctrl_c(interrupted.set), \
+                    Live(self._screen(), console=con, auto_refresh=False, transient=True) as live:
                 last_beat = last_reload = time.monotonic()
                 while True:
+                    if interrupted.is_set():      # Ctrl-C: pause, from here, not halfway through a write
+                        raise KeyboardInterrupt
                     while self.notes:
                         live.console.print(self.notes.pop(0))
                     tick = time.monotonic()

@@ -33,6 +33,7 @@ from ..render.base import clip, height as height_of
 from ..results import PASS
 from ..worker import Cancelled, ToolError
 from .check import resolve, static_report, typed_path
+from .terminal import cbreak, ctrl_c
 
 def _problem_file(path: Path, cwd: Path) -> str | None:
     """The problem id if `path` is <id>.py directly in `cwd`."""
@@ -256,7 +257,7 @@ class Live:
 
     def __init__(self, w: Watcher):
         self.w = w
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.SimpleQueue = queue.SimpleQueue()  # put() is safe in a signal handler
         self.due: list[str] = []          # pids to grade, in order
         self.running: str | None = None
         self.lock = threading.Condition()
@@ -314,10 +315,7 @@ class Live:
         fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
         old = None
         if fd is not None:
-            import termios
-            import tty
-            old = termios.tcgetattr(fd)
-            tty.setcbreak(fd)
+            old = cbreak(fd)
         previous = signal.signal(signal.SIGWINCH, lambda *_: self.events.put(("resize", None, None))) \
             if hasattr(signal, "SIGWINCH") and threading.current_thread() is threading.main_thread() else None
         threads = [threading.Thread(target=self.grader, daemon=True),
@@ -327,44 +325,45 @@ class Live:
         for th in threads:
             th.start()
         try:
-            self.want(list(w.targets))
-            w.draw()                           # at once: the header and "checking…"
-            while True:
-                try:
-                    kind, a, b = self.events.get(timeout=1.0)
-                except queue.Empty:
-                    continue
-                if kind == "change":
-                    pids = w.on_change(a)
-                    if pids:
-                        w.message = ""
-                        self.want(pids)
+            with ctrl_c(lambda: self.events.put(("key", "q", None))):  # Ctrl-C: stop between two draws
+                self.want(list(w.targets))
+                w.draw()                           # at once: the header and "checking…"
+                while True:
+                    try:
+                        kind, a, b = self.events.get(timeout=1.0)
+                    except queue.Empty:
+                        continue
+                    if kind == "change":
+                        pids = w.on_change(a)
+                        if pids:
+                            w.message = ""
+                            self.want(pids)
+                            w.draw()
+                    elif kind == "done":
+                        if b is None:
+                            w.checking.discard(a)
+                            w.reports.pop(a, None)
+                        elif a not in self.due:        # a newer save of it is waiting: this one is stale
+                            w.record(a, b)
                         w.draw()
-                elif kind == "done":
-                    if b is None:
+                    elif kind == "cancelled":
+                        pass                           # its newer grading is due already
+                    elif kind == "error":
                         w.checking.discard(a)
-                        w.reports.pop(a, None)
-                    elif a not in self.due:        # a newer save of it is waiting: this one is stale
-                        w.record(a, b)
-                    w.draw()
-                elif kind == "cancelled":
-                    pass                           # its newer grading is due already
-                elif kind == "error":
-                    w.checking.discard(a)
-                    w.message = t("watch.tool_error", error=str(b).splitlines()[0] if str(b) else b)
-                    w.draw()
-                elif kind == "resize":
-                    w.draw()
-                elif kind == "key":
-                    ch = a.lower()
-                    if ch == "q":
-                        break
-                    if ch == "d":
-                        w.details = not w.details
+                        w.message = t("watch.tool_error", error=str(b).splitlines()[0] if str(b) else b)
                         w.draw()
-                    elif ch == "r":
-                        self.want(list(w.targets))
+                    elif kind == "resize":
                         w.draw()
+                    elif kind == "key":
+                        ch = a.lower()
+                        if ch == "q":
+                            break
+                        if ch == "d":
+                            w.details = not w.details
+                            w.draw()
+                        elif ch == "r":
+                            self.want(list(w.targets))
+                            w.draw()
         except KeyboardInterrupt:
             pass
         finally:
