@@ -2,10 +2,15 @@
 
 The rule (after flash-attention's tests and torch.testing.assert_close):
   allowed_abs = max(k * reference_error_in_this_dtype, atol[dtype])   k = 4 forward, 6 gradients
+  and, for a gradient in bfloat16 or float16, at least one rounding at the case's gradient scale
+  (unit roundoff of the dtype times the largest |gradient| of the case): a correct formulation
+  may round an intermediate of that size (1 - sigmoid(x) in place of exp(a - lse)), which makes a
+  small gradient wrong by half of itself while no larger than one rounding of its neighbours
   an element passes when |got - truth| <= allowed_abs + rtol[dtype] * |truth|
   and the whole tensor must also pass a relative-norm gate ||got - truth|| / ||truth|| <= gate, where
   gate = max(gate[dtype], k * the reference's own relative error) (at most 0.5), so a zero or
-  constant output never passes, however loose the absolute floor.
+  constant output never passes, however loose the absolute floor. A tensor whose every element is
+  within that one rounding at the case's scale passes the gate: there the elementwise bound judges.
 """
 from __future__ import annotations
 
@@ -38,13 +43,27 @@ def _index(flat_idx: int, shape) -> list[int]:
     return list(reversed(idx))
 
 
+def case_scale(tensors) -> float:
+    """The largest finite |value| over a case's tensors of one kind (its input gradients)."""
+    out = 0.0
+    for x in tensors:
+        if isinstance(x, torch.Tensor) and x.numel() and x.is_floating_point():
+            finite = x.detach()[torch.isfinite(x.detach())]
+            if finite.numel():
+                out = max(out, float(finite.abs().max()))
+    return out
+
+
 def compare(got: torch.Tensor, truth: torch.Tensor, ref_low, dtype: torch.dtype,
-            grad: bool = False, rtol: float | None = None) -> dict:
+            grad: bool = False, rtol: float | None = None, scale: float = 0.0) -> dict:
     """Judge `got` (any dtype) against `truth` (float64). `ref_low` is the reference run in `dtype`, or
     several such runs (on inputs moved by one unit in the last place): the allowance follows the
-    largest of their errors, so it is a property of the case rather than of one rounding path."""
+    largest of their errors, so it is a property of the case rather than of one rounding path.
+    `scale`: case_scale() of the case's gradients, for a gradient in a half dtype (else 0)."""
     atol, rtol_d, gate = tolerance(dtype)
     rtol = rtol_d if rtol is None else rtol
+    half = dtype in (torch.bfloat16, torch.float16)
+    rounding = torch.finfo(dtype).eps / 2 * scale if half and grad else 0.0   # one rounding at the case's scale
     truth = truth.detach().to("cpu", torch.float64)
     g = got.detach().to("cpu", torch.float64)
     ref_err, ref_dev = 0.0, 0.0
@@ -58,7 +77,7 @@ def compare(got: torch.Tensor, truth: torch.Tensor, ref_low, dtype: torch.dtype,
             ref_err = max(ref_err, float((r - truth)[finite].abs().max()))
             ref_dev = max(ref_dev, float((r - truth)[finite].norm()))
     k = K_GRAD if grad else K_FORWARD
-    allowed_abs = max(k * ref_err, atol)
+    allowed_abs = max(k * ref_err, atol, rounding)
     diff = (g - truth).abs()
     bound = allowed_abs + rtol * truth.abs()
     nonfinite = ~torch.isfinite(g)
@@ -84,7 +103,7 @@ def compare(got: torch.Tensor, truth: torch.Tensor, ref_low, dtype: torch.dtype,
     if result["nonfinite"]:
         result["nonfinite_index"] = _index(int(nonfinite.reshape(-1).nonzero()[0]), truth.shape)
     norm_t = float(truth.norm())
-    denom = max(norm_t, atol * math.sqrt(n))
+    denom = max(norm_t, atol * math.sqrt(n), rounding * math.sqrt(n) / gate)
     result["relnorm"] = float(torch.where(nonfinite, torch.zeros_like(diff), diff).norm()) / denom
     if result["nonfinite"]:
         result["relnorm"] = float("inf")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .api import Case
-from .compare import compare, detail
+from .compare import case_scale, compare, detail
 from .i18n import index, t
 from .results import ERROR, FAIL, PASS, CaseResult, UserProblem
 from .room.params import apply
@@ -91,6 +91,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
     if case.grad and truth.grads:
         res.gradient = PASS
         gworst = None
+        scale = case_scale(v for k, v in truth.grads.items() if not k.startswith("param "))
         for key, tg in truth.grads.items():
             if tg is None or key.startswith("param "):
                 continue  # parameters are judged in the submission's layout, by _judge_param_grads
@@ -101,7 +102,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 return _fail(res, "gradient", t("judge.grad_shape", name=key, got=list(sg.shape),
                                                 want=list(tg.shape))), limits
             cmp = compare(sg, tg, _runs(low, key, grads=True), tol_dtype or _tol_dtype(case), grad=True,
-                          rtol=case.rtol)
+                          rtol=case.rtol, scale=scale)
             limits["grad " + key] = cmp
             gworst = _worse(gworst, (key, cmp, sg, tg))
         if gworst is not None and not gworst[1]["ok"]:
@@ -153,6 +154,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
     mapping = sub.mapping or {}
     t_by_ref = {k[len("param "):]: v for k, v in truth.grads.items() if k.startswith("param ") and v is not None}
     lows = [] if low is None else [low] + list(getattr(low, "others", ()))
+    scale = case_scale(t_by_ref.values())
     worst = None
     for sub_name, plan in mapping.items():
         try:
@@ -172,7 +174,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
             continue
         if sg is None:
             return _fail(res, "gradient", t("judge.no_param_grad", name=sub_name))
-        cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol)
+        cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol, scale=scale)
         limits["grad param " + sub_name] = cmp
         worst = _worse(worst, (sub_name, cmp, sg, tg))
     if worst is not None and not worst[1]["ok"]:

@@ -65,3 +65,38 @@ def test_float64_tolerances_are_never_tighter_than_assert_close(client, tmp_path
                    "        out = self.out_proj(out)\n"
                    "        return out + 1e-4 if out.dtype == torch.float64 else out")
     assert client.grade("mhsa", str(worse), 3, time_limit=60).status == "fail"   # the rule can fail
+
+
+def _merge_weight_gradient(weight_dtype):
+    """The gradient of out_a in an exact merge of two partials: (1 - sigmoid(d)) * g, with the
+    weight computed in `weight_dtype`, for rows where out_a weighs little (d around 5)."""
+    import torch
+    gen = torch.Generator().manual_seed(0)
+    d = 4 + 2 * torch.rand(64, 1, generator=gen, dtype=torch.float64)
+    g = torch.randn(64, 9, generator=gen, dtype=torch.float64)
+    w = (1 - torch.sigmoid(d.to(weight_dtype))).double()
+    return w * g, (1 - torch.sigmoid(d)) * g, g
+
+
+def test_a_half_dtype_gradient_may_carry_one_rounding_at_the_cases_scale():
+    """AUTHORING.md: 1 - sigmoid rounded in bfloat16 makes a small gradient wrong by up to half of
+    itself, but by less than one rounding of the case's largest gradient: it passes; the same
+    gradient zeroed, or twice too large, fails."""
+    import torch
+    from attn_drill.compare import case_scale, compare
+    got, truth, g = _merge_weight_gradient(torch.bfloat16)
+    low = (got.bfloat16(),)                       # the reference's own run is as rounded as it gets
+    exact_ref = (truth.bfloat16(),)
+    scale = case_scale([truth, g])                # the other partial's gradient is about g
+    rel = float(((got - truth).abs() / truth.abs()).max())
+    assert rel > 0.2                              # far beyond bfloat16's rtol: the rule is needed
+    assert not compare(got, truth, exact_ref, torch.bfloat16, grad=True)["ok"]     # without the scale
+    assert compare(got, truth, exact_ref, torch.bfloat16, grad=True, scale=scale)["ok"]
+    assert compare(got, truth, low, torch.bfloat16, grad=True, scale=scale)["ok"]
+    big = truth * 100                             # a gradient at the case's scale
+    assert not compare(torch.zeros_like(big), big, (big.bfloat16(),), torch.bfloat16, grad=True,
+                       scale=scale)["ok"]
+    assert not compare(2 * big, big, (big.bfloat16(),), torch.bfloat16, grad=True, scale=scale)["ok"]
+    # float32 and float64 keep their rules: the scale changes nothing there
+    assert compare(got, truth, (truth.float(),), torch.float32, grad=True, scale=scale) == \
+        compare(got, truth, (truth.float(),), torch.float32, grad=True)
