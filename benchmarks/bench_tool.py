@@ -176,12 +176,12 @@ def main() -> int:
     data["total_seconds"] = time.perf_counter() - t_all
 
     print(f"attn-drill tool benchmarks: {data['cpus']} CPUs, Python {data['python']}, medians of {reps}\n")
-    print(f"{'measure':<26}{'time':>10}  {'against':<28}{'base':>8}{'ratio':>9}  {'floor':<9}ok")
+    print(f"{'measure':<30}{'time':>8}  {'against':<28}{'base':>8}{'ratio':>9}  {'floor':<11}ok")
     for name, t, against, b, ratio, floor, ok in rows:
         tt = f"{t:.2f} s" if t is not None else ""
         bb = f"{b:.2f} s" if b is not None else ""
         rr = (f"{100 * ratio:.1f}%" if name.startswith("bench") else f"{ratio:.2f}x") if ratio is not None else ""
-        print(f"{name:<26}{tt:>10}  {against:<28}{bb:>8}{rr:>9}  {floor:<9}{'yes' if ok else 'NO'}")
+        print(f"{name:<30}{tt:>8}  {against:<28}{bb:>8}{rr:>9}  {floor:<11}{'yes' if ok else 'NO'}")
     print(f"\ntotal {data['total_seconds']:.0f} s")
     if args.json:
         print(json.dumps(data, indent=2))
