@@ -35,6 +35,7 @@ from ..worker import Cancelled, ToolError
 from .check import resolve, static_report, typed_path
 from .terminal import cbreak, ctrl_c
 
+
 def _problem_file(path: Path, cwd: Path) -> str | None:
     """The problem id if `path` is <id>.py directly in `cwd`."""
     if path.suffix == ".py" and path.parent == cwd and path.stem in bank.ids():
