@@ -95,6 +95,11 @@ def compare(got: torch.Tensor, truth: torch.Tensor, ref_low, dtype: torch.dtype,
     i = int(finite_diff.reshape(-1).argmax())
     result["max_abs"] = float(finite_diff.reshape(-1)[i])
     result["max_abs_index"] = _index(i, truth.shape)
+    # the one element a table row shows: the one furthest over its bound where any is, else the
+    # greatest error; with its own bound (allowed_abs + rtol * |truth| there), so the sign is true
+    over = (finite_diff / bound.clamp_min(1e-300)).reshape(-1)
+    shown = int(over.argmax()) if bool((bad & torch.isfinite(diff)).any()) else i
+    result["shown"] = [float(finite_diff.reshape(-1)[shown]), float(bound.reshape(-1)[shown])]
     rel = finite_diff / truth.abs().clamp_min(1e-300)
     rel = torch.where(truth.abs() > 0, rel, torch.zeros_like(rel))
     j = int(rel.reshape(-1).argmax())

@@ -88,6 +88,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "相对误差范数：{relnorm}（门限 {gate}）；参考实现在该 dtype 下自身的误差：{ref_err}"),
 
     # ------------------------------------------------------------ the judge's verdict on a case
+    "trace.too_big": ("{op} made a tensor of shape {shape} ({n} elements) in the {phase} pass; the limit for this "
+                      "case is {limit} elements (no {what})",
+                      "{op} 在{phase}中生成了形状为 {shape} 的张量（{n} 个元素）；本用例的上限是 {limit} 个元素（不得出现{what}）"),
+    "trace.phase.forward": ("forward", "前向传播"),
+    "trace.phase.backward": ("backward", "反向传播"),
+    "trace.intermediate": ("intermediate tensor", "这么大的中间张量"),
+    "trace.or": (" or ", " 或 "),
+    "trace.no_op": ("no {what} op ran; this case checks what {what} receives",
+                    "没有运行任何 {what} 算子；这个用例检查的是 {what} 收到的输入"),
+    "trace.input_dtype": ("{op} received {got} input; it must receive {want} (upcast before the {what})",
+                          "{op} 收到的输入是 {got}；它必须收到 {want}（在 {what} 之前先提升精度）"),
+    "trace.autograd": ("autograd ran {n} op(s) ({names}) inside your function: {what} must be computed by your "
+                       "own code, not by torch.autograd",
+                       "你的函数内部让 autograd 运行了 {n} 个算子（{names}）：{what}必须由你自己的代码计算，不能交给 "
+                       "torch.autograd"),
+    "trace.the_backward": ("the backward pass", "反向传播"),
     "judge.an_object": ("a {type} object", "一个 {type} 对象"),
     "judge.a_tensor": ("tensor of shape {shape}, {dtype}, on {device}", "形状为 {shape}、{dtype}、位于 {device} 的张量"),
     "judge.mutated": ("your code changed its input(s) {names} in place; work on copies (e.g. x = x.clone()) or use "

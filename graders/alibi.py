@@ -5,6 +5,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "AlibiSelfAttention"
 
@@ -53,11 +54,14 @@ def check_slopes(sub, ref, case) -> list:
     failures = []
     for n, got in zip(HEAD_COUNTS, sub):
         if not isinstance(got, torch.Tensor):
-            return [f"get_alibi_slopes({n}) returned {type_name(got)}; return a tensor of shape ({n},)"]
+            return [pick(f"get_alibi_slopes({n}) returned {type_name(got)}; return a tensor of shape ({n},)",
+                         f"get_alibi_slopes({n}) 返回了 {type_name(got)}；应返回形状为 ({n},) 的张量")]
         got = got.detach().to("cpu", torch.float64).reshape(-1) if got.is_floating_point() else got
         if not got.is_floating_point() or got.numel() != n:
-            return [f"get_alibi_slopes({n}) returned {got.dtype} of shape {tuple(got.shape)}; "
-                    f"return a float tensor of shape ({n},)"]
+            return [pick(f"get_alibi_slopes({n}) returned {got.dtype} of shape {tuple(got.shape)}; "
+                         f"return a float tensor of shape ({n},)",
+                         f"get_alibi_slopes({n}) 返回了形状为 {tuple(got.shape)} 的 {got.dtype}；"
+                         f"应返回形状为 ({n},) 的浮点张量")]
         want = paper_slopes(n)
         if n == 12 and not _close(torch.tensor(want, dtype=torch.float64), SLOPES_12):
             raise AssertionError("grader: paper_slopes(12) disagrees with the paper's values")
@@ -65,12 +69,15 @@ def check_slopes(sub, ref, case) -> list:
             continue
         shown = ", ".join(f"{v:.5f}" for v in got.tolist()[:12])
         expect = ", ".join(f"{v:.5f}" for v in want[:12])
-        msg = f"get_alibi_slopes({n}) = [{shown}]; expected [{expect}]"
+        msg = pick(f"get_alibi_slopes({n}) = [{shown}]; expected [{expect}]",
+                   f"get_alibi_slopes({n}) = [{shown}]；期望值为 [{expect}]")
         if _close(got, _seed_slopes(n)):
-            failures.append(Failure(msg + " (2^(-8/n*(i+1)) is the paper's rule only when n is a power of two)",
+            failures.append(Failure(msg + pick(" (2^(-8/n*(i+1)) is the paper's rule only when n is a power of two)",
+                                               "（只有 n 是 2 的幂时，2^(-8/n*(i+1)) 才是论文的规则）"),
                                     mistake="power_of_two_formula_for_every_count"))
         elif _close(got, _off_by_one_slopes(n)):
-            failures.append(Failure(msg + " (the first slope must be 2^(-8/n), not 1)",
+            failures.append(Failure(msg + pick(" (the first slope must be 2^(-8/n), not 1)",
+                                               "（第一个斜率应为 2^(-8/n)，而不是 1）"),
                                     mistake="slopes_exponent_off_by_one"))
         else:
             failures.append(msg)

@@ -11,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.i18n import pick
 
 TARGET = "estimate_attention_cost"
 
@@ -85,17 +86,21 @@ def _check(sub, ref, case: Case):
     for got in sub[:2]:
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             shown = repr(got) if not isinstance(got, dict) else type_name(got)
-            return [f"{call} returned {shown}; it must return a pair (flops, memory_bytes)"]
+            return [pick(f"{call} returned {shown}; it must return a pair (flops, memory_bytes)",
+                         f"{call} 返回了 {shown}；应返回一个二元组 (flops, memory_bytes)")]
         pairs.append(got)
     (flops, mem), (_, mem2) = pairs
     for name, v in (("flops", flops), ("memory_bytes", mem)):
         if not isinstance(v, int) or isinstance(v, bool):
-            return [f"{call}: {name} is {type_name(v)} {v!r}; return two integers (FLOPs and bytes are counts)"]
+            return [pick(f"{call}: {name} is {type_name(v)} {v!r}; return two integers (FLOPs and bytes are counts)",
+                         f"{call}：{name} 是 {type_name(v)} {v!r}；应返回两个整数（FLOPs 和字节数都是计数）")]
     fails = []
     what = f"B={B}, H={H}, Lq={L}, Lk={Lk}, D={D}"
     if flops != want_flops:
-        msg = (f"{call}: flops = {flops}, but FlopCounterMode counts {want_flops} for the two matmuls "
-               f"of attention with {what} (2 FLOPs per multiply-add)")
+        msg = pick(f"{call}: flops = {flops}, but FlopCounterMode counts {want_flops} for the two matmuls "
+                   f"of attention with {what} (2 FLOPs per multiply-add)",
+                   f"{call}：flops = {flops}，但对 {what} 的注意力，FlopCounterMode 统计其两次矩阵乘法共 "
+                   f"{want_flops} FLOPs（每次乘加算 2 FLOPs）")
         mistake = None
         if flops * 2 == want_flops:
             mistake = "multiply_add_once"
@@ -105,8 +110,10 @@ def _check(sub, ref, case: Case):
             mistake = "square_length"
         fails.append(Failure(msg, mistake=mistake))
     if mem != want_mem:
-        msg = (f"{call}: memory_bytes = {mem}, but the score and probability matrices "
-               f"(2 x {B}x{H}x{L}x{Lk}) take {want_mem} bytes at {nbytes} bytes per element")
+        msg = pick(f"{call}: memory_bytes = {mem}, but the score and probability matrices "
+                   f"(2 x {B}x{H}x{L}x{Lk}) take {want_mem} bytes at {nbytes} bytes per element",
+                   f"{call}：memory_bytes = {mem}，但每个元素 {nbytes} 字节时，分数矩阵和概率矩阵"
+                   f"（2 x {B}x{H}x{L}x{Lk}）共占 {want_mem} 字节")
         mistake = None
         # each name only where both element sizes agree with it (a hard-coded 2 bytes halves one, not both)
         if mem * 2 == want_mem and isinstance(mem2, int) and mem2 * 2 == want_mem2:
@@ -116,8 +123,9 @@ def _check(sub, ref, case: Case):
         elif Lk != L and mem == 2 * B * H * L * L * nbytes:
             mistake = "square_length"
         elif mem2 == mem and want_mem2 != want_mem:
-            msg += (f"; it gave the same for {sibling['bytes_per_elem']} bytes per element: bytes_per_elem is "
-                    f"ignored or hard-coded")
+            msg += pick(f"; it gave the same for {sibling['bytes_per_elem']} bytes per element: bytes_per_elem is "
+                        f"ignored or hard-coded",
+                        f"；每个元素 {sibling['bytes_per_elem']} 字节时结果也一样：bytes_per_elem 被忽略了或被写死了")
         fails.append(Failure(msg, mistake=mistake))
     return fails
 

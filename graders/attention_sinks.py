@@ -4,6 +4,7 @@ no sinks, more sinks than window, large logits, dtypes; and what the cache holds
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.i18n import pick
 
 TARGET = "StreamingAttention"
 
@@ -23,10 +24,13 @@ def _mask_variants(L: int, S: int, W: int) -> list:
     i, j = pos[:, None], pos[None, :]
     return [
         ("mask_sinks_not_causal", ((j <= i) & (i - j < W)) | (j < S),
-         "the sinks are visible to queries before them; a sink is a key like any other and needs j <= i"),
+         pick("the sinks are visible to queries before them; a sink is a key like any other and needs j <= i",
+              "位于 sink 之前的 query 也能看到 sink；sink 和其他 key 一样，也要满足 j <= i")),
         ("mask_window_off_by_one", (j <= i) & ((j < S) | (i - j <= W)),
-         "each query sees window_size + 1 recent keys; the window holds window_size keys, the query's own "
-         "position included (i - j < window_size)"),
+         pick("each query sees window_size + 1 recent keys; the window holds window_size keys, the query's own "
+              "position included (i - j < window_size)",
+              "每个 query 能看到最近的 window_size + 1 个 key；窗口只含 window_size 个 key，"
+              "其中包括 query 自身的位置（i - j < window_size）")),
     ]
 
 
@@ -38,23 +42,29 @@ def check_mask(sub, ref, case) -> list:
     for (L, S, W), got in zip(MASKS, sub):
         call = f"streaming_mask({L}, num_sinks={S}, window_size={W})"
         if not isinstance(got, torch.Tensor):
-            return [f"{call} returned {type_name(got)}; return a bool tensor"]
+            return [pick(f"{call} returned {type_name(got)}; return a bool tensor",
+                         f"{call} 返回了 {type_name(got)}；应返回 bool 张量")]
         if tuple(got.shape) != (L, L):
-            return [f"{call} has shape {tuple(got.shape)}; expected ({L}, {L}) (queries on rows)"]
+            return [pick(f"{call} has shape {tuple(got.shape)}; expected ({L}, {L}) (queries on rows)",
+                         f"{call} 的形状为 {tuple(got.shape)}；期望 ({L}, {L})（每行对应一个 query）")]
         if got.dtype != torch.bool:
-            return [f"{call} has dtype {got.dtype}; return a bool tensor (True = may attend)"]
+            return [pick(f"{call} has dtype {got.dtype}; return a bool tensor (True = may attend)",
+                         f"{call} 的 dtype 为 {got.dtype}；应返回 bool 张量（True 表示可以注意）")]
         got = got.cpu()
         want = sink_mask(L, S, W)
         if torch.equal(got, want):
             continue
         i = next(r for r in range(L) if not torch.equal(got[r], want[r]))
-        msg = (f"{call}: query {i} sees keys {got[i].nonzero().flatten().tolist()}, expected "
-               f"{want[i].nonzero().flatten().tolist()}")
+        msg = pick(f"{call}: query {i} sees keys {got[i].nonzero().flatten().tolist()}, expected "
+                   f"{want[i].nonzero().flatten().tolist()}",
+                   f"{call}：query {i} 能看到的 key 为 {got[i].nonzero().flatten().tolist()}，期望 "
+                   f"{want[i].nonzero().flatten().tolist()}")
         for mistake, mask, why in _mask_variants(L, S, W):
             if torch.equal(got, mask):
-                return [Failure(f"{msg}; {why}", mistake=mistake)]
+                return [Failure(pick(f"{msg}; {why}", f"{msg}；{why}"), mistake=mistake)]
         if torch.equal(got, want.logical_not()):
-            return [msg + "; the mask is inverted (True must mean 'may attend')"]
+            return [msg + pick("; the mask is inverted (True must mean 'may attend')",
+                               "；掩码取反了（True 应表示“可以注意”）")]
         return [msg]
     return []
 
@@ -79,7 +89,7 @@ def _rope(x: torch.Tensor, theta: float) -> torch.Tensor:
 def check_state(sub, ref, case) -> list:
     """sub: k_cache, v_cache, cache_index after the stream, and the module's own keys and values."""
     if not isinstance(sub, dict):
-        return [f"the probe returned {type_name(sub)}"]
+        return [pick(f"the probe returned {type_name(sub)}", f"探针返回了 {type_name(sub)}")]
     x = case.inputs["x"]
     B, T, _ = x.shape
     init = case.init
@@ -88,37 +98,48 @@ def check_state(sub, ref, case) -> list:
     schedule = case.probe_args["schedule"]
     want = kept_tokens(T, S, W)
     n = len(want)
-    where = f"after streaming {T} tokens in chunks {list(schedule)} (num_sinks={S}, window_size={W})"
+    where = pick(f"after streaming {T} tokens in chunks {list(schedule)} (num_sinks={S}, window_size={W})",
+                 f"按 chunk {list(schedule)} 流式输入 {T} 个 token 后（num_sinks={S}，window_size={W}）")
     idx = sub.get("cache_index")
     if not isinstance(idx, torch.Tensor):
-        return [f"{where}, self.cache_index is {type_name(idx)}; keep a (n,) int64 tensor with the stream "
-                f"index of each cached token"]
+        return [pick(f"{where}, self.cache_index is {type_name(idx)}; keep a (n,) int64 tensor with the stream "
+                     f"index of each cached token",
+                     f"{where}，self.cache_index 是 {type_name(idx)}；应保存一个 (n,) 的 int64 张量，"
+                     f"记录每个缓存 token 在流中的索引")]
     got = idx.flatten().tolist() if idx.dim() == 1 else None
     if got != want:
-        msg = f"{where}, self.cache_index is {idx.tolist()}; expected {want} (the sinks, then the newest tokens)"
+        msg = pick(f"{where}, self.cache_index is {idx.tolist()}; expected {want} (the sinks, then the newest tokens)",
+                   f"{where}，self.cache_index 为 {idx.tolist()}；期望 {want}（先是 sink，再是最新的 token）")
         rolling = list(range(max(0, T - S - W), T))
         wider = [j for j in range(T) if j < S or j >= T - W - 1]
         if got == rolling and rolling != want:
-            return [Failure(msg + ": the sinks were evicted like any other token", mistake="evict_sinks")]
+            return [Failure(msg + pick(": the sinks were evicted like any other token",
+                                       "：sink 像普通 token 一样被逐出了"), mistake="evict_sinks")]
         if got == wider and wider != want:
-            return [Failure(msg + ": the cache keeps one token too many (the window counts the current token)",
+            return [Failure(msg + pick(": the cache keeps one token too many (the window counts the current token)",
+                                       "：缓存多保留了一个 token（窗口已包含当前 token）"),
                             mistake="window_off_by_one")]
         return [msg]
     failures = []
     keys, values = sub.get("keys"), sub.get("values")
     if not (isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor)
             and tuple(keys.shape) == (B, H, T, D) and tuple(values.shape) == (B, H, T, D)):
-        return ["k_proj / v_proj did not give (B, L, hidden_dim) projections of the stream"]
+        return [pick("k_proj / v_proj did not give (B, L, hidden_dim) projections of the stream",
+                     "k_proj / v_proj 没有给出整个流的 (B, L, hidden_dim) 投影")]
     keys, values = keys.double()[:, :, want], values.double()[:, :, want]
-    for name, expect, what in (("v_cache", values, "the values of the cached tokens"),
-                               ("k_cache", keys, "the keys of the cached tokens, before RoPE")):
+    for name, expect, what in (("v_cache", values, pick("the values of the cached tokens", "value")),
+                               ("k_cache", keys, pick("the keys of the cached tokens, before RoPE",
+                                                      "key（RoPE 之前的）"))):
         t = sub.get(name)
         if not isinstance(t, torch.Tensor):
-            failures.append(f"{where}, self.{name} is {type_name(t)}; keep a (B, num_heads, n, head_dim) tensor")
+            failures.append(pick(f"{where}, self.{name} is {type_name(t)}; keep a (B, num_heads, n, head_dim) tensor",
+                                 f"{where}，self.{name} 是 {type_name(t)}；应保存一个 (B, num_heads, n, head_dim) 的张量"))
             continue
         if tuple(t.shape) != (B, H, n, D):
-            failures.append(f"{where}, self.{name} has shape {tuple(t.shape)}; expected {(B, H, n, D)} "
-                            f"(batch, heads, cached tokens, head_dim)")
+            failures.append(pick(f"{where}, self.{name} has shape {tuple(t.shape)}; expected {(B, H, n, D)} "
+                                 f"(batch, heads, cached tokens, head_dim)",
+                                 f"{where}，self.{name} 的形状为 {tuple(t.shape)}；期望 {(B, H, n, D)}"
+                                 f"（batch、头、缓存的 token、head_dim）"))
             continue
         t = t.double()
         scale = float(expect.abs().max()) + 1e-30
@@ -129,7 +150,8 @@ def check_state(sub, ref, case) -> list:
             continue
         if name == "k_cache" and close(_rope(expect, init["rope_theta"])):
             continue   # keys kept rotated at their current cache positions: the same cache
-        failures.append(f"{where}, self.{name} does not hold {what} {want}, oldest first")
+        failures.append(pick(f"{where}, self.{name} does not hold {what} {want}, oldest first",
+                             f"{where}，self.{name} 没有按从旧到新的顺序保存缓存 token {want} 的 {what}"))
     return failures
 
 

@@ -3,6 +3,7 @@ logits and three dtypes."""
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "CausalSelfAttention"
 
@@ -20,24 +21,33 @@ def _check_mask(sub, ref, case) -> list:
     fails = []
     for L, mask in zip(MASK_LENGTHS, sub):
         if not isinstance(mask, torch.Tensor):
-            return [f"generate_causal_mask({L}, device) returned {type_name(mask)}, expected a tensor"]
+            return [pick(f"generate_causal_mask({L}, device) returned {type_name(mask)}, expected a tensor",
+                         f"generate_causal_mask({L}, device) 返回了 {type_name(mask)}，应返回张量")]
         if tuple(mask.shape) != (L, L):
-            return [f"generate_causal_mask({L}, device) has shape {tuple(mask.shape)}, expected ({L}, {L})"]
+            return [pick(f"generate_causal_mask({L}, device) has shape {tuple(mask.shape)}, expected ({L}, {L})",
+                         f"generate_causal_mask({L}, device) 的形状为 {tuple(mask.shape)}，期望 ({L}, {L})")]
         if mask.device.type != "cpu":
-            fails.append(f"the mask is on {mask.device}, expected the device that was passed in (cpu)")
+            fails.append(pick(f"the mask is on {mask.device}, expected the device that was passed in (cpu)",
+                              f"掩码位于 {mask.device}，应位于传入的设备上（cpu）"))
         keep = _keep(mask)
         full = torch.ones(L, L, dtype=torch.bool)
         if torch.equal(keep, torch.tril(full)):
             continue
         if torch.equal(keep, torch.triu(full)):
-            return [Failure(f"generate_causal_mask({L}) keeps j >= i (upper triangle): every query sees "
-                            "the future and not the past", mistake="triu_instead_of_tril")]
+            return [Failure(pick(f"generate_causal_mask({L}) keeps j >= i (upper triangle): every query sees "
+                                 "the future and not the past",
+                                 f"generate_causal_mask({L}) 保留的是 j >= i（上三角）：每个 query 看到的是"
+                                 "未来而不是过去"), mistake="triu_instead_of_tril")]
         if torch.equal(keep, torch.tril(full, diagonal=-1)):
-            return [Failure(f"generate_causal_mask({L}) masks the diagonal: position i cannot attend to "
-                            "itself and row 0 keeps no key at all", mistake="diagonal_excluded")]
+            return [Failure(pick(f"generate_causal_mask({L}) masks the diagonal: position i cannot attend to "
+                                 "itself and row 0 keeps no key at all",
+                                 f"generate_causal_mask({L}) 把对角线也遮掉了：位置 i 无法注意到自身，"
+                                 "第 0 行一个 key 都不保留"), mistake="diagonal_excluded")]
         bad = (keep != torch.tril(full)).nonzero()[0].tolist()
-        return [f"generate_causal_mask({L}) is wrong at [i={bad[0]}, j={bad[1]}]: entry [i, j] must be "
-                "1/True exactly when j <= i"]
+        return [pick(f"generate_causal_mask({L}) is wrong at [i={bad[0]}, j={bad[1]}]: entry [i, j] must be "
+                     "1/True exactly when j <= i",
+                     f"generate_causal_mask({L}) 在 [i={bad[0]}, j={bad[1]}] 处有误：[i, j] 当且仅当 j <= i 时"
+                     "应为 1/True")]
     return fails
 
 

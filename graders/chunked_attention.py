@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, type_name, traits
+from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, on_cuda, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "chunked_attention"
 
@@ -25,7 +26,8 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, chunk, dtype, scale=None, kind=""
         K = ctx.randn(B, H, Lk, D)
     V = ctx.randn(B, H, Lk, Dv)
     limit = _limit(B, H, Lq, Lk, D, Dv, chunk)
-    trace = (MaxNumel(limit, what=f"full {Lq}x{Lk} score matrix"),) if limit < B * H * Lq * Lk else ()
+    trace = (MaxNumel(limit, what=pick(f"full {Lq}x{Lk} score matrix", f"完整的 {Lq}x{Lk} 分数矩阵")),) \
+        if limit < B * H * Lq * Lk else ()
     notes = {"negative": "all scores << 0", "large": "large logits"}
     rtol = None
     if kind == "large" and dtype == torch.float32:
@@ -52,12 +54,15 @@ def _chunk_free(sub, ref, case: Case):
     for chunk, got in zip(_chunk_sizes(Lk), sub):
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
             shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type_name(got)
-            fails.append(f"chunk_size={chunk}: returned {shape}, expected shape {tuple(want.shape)}")
+            fails.append(pick(f"chunk_size={chunk}: returned {shape}, expected shape {tuple(want.shape)}",
+                              f"chunk_size={chunk}：返回了 {shape}，期望形状 {tuple(want.shape)}"))
             continue
         err = float((got - want).abs().max()) if got.isfinite().all() else math.inf
-        if err > 1e-10:
-            fails.append(Failure(f"chunk_size={chunk} gives an answer {err:.3g} away from the full softmax "
-                                 f"(Lq={Lq}, Lk={Lk}); the result must not depend on the chunk size"))
+        if not err <= FLOAT32_LEVEL * (1 + float(want.abs().max())):
+            fails.append(Failure(pick(f"chunk_size={chunk} gives an answer {err:.3g} away from the full softmax "
+                                      f"(Lq={Lq}, Lk={Lk}); the result must not depend on the chunk size",
+                                      f"chunk_size={chunk} 的结果与完整 softmax 相差 {err:.3g}（Lq={Lq}，Lk={Lk}）；"
+                                      f"结果不应依赖 chunk 大小")))
     return fails
 
 

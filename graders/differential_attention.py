@@ -6,6 +6,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask
+from attn_drill.i18n import pick
 
 TARGET = "DifferentialAttention"
 DEPTHS = tuple(range(12))
@@ -18,13 +19,16 @@ def check_schedule(sub, ref, case) -> list:
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = float(got)
         if not isinstance(got, (int, float)):
-            return [f"{call} returned {type(got).__name__}; return a Python float"]
+            return [pick(f"{call} returned {type(got).__name__}; return a Python float",
+                         f"{call} 返回了 {type(got).__name__}；应返回 Python float")]
         want = 0.8 - 0.6 * math.exp(-0.3 * depth)
         if abs(got - want) <= 1e-12:
             continue
-        msg = f"{call} is {got:.6g}; expected 0.8 - 0.6 * exp(-0.3 * {depth}) = {want:.6g}"
+        msg = pick(f"{call} is {got:.6g}; expected 0.8 - 0.6 * exp(-0.3 * {depth}) = {want:.6g}",
+                   f"{call} 为 {got:.6g}；期望值为 0.8 - 0.6 * exp(-0.3 * {depth}) = {want:.6g}")
         if abs(got - (0.8 - 0.6 * math.exp(-0.3 * (depth - 1)))) <= 1e-12:
-            return [Failure(msg + " (depth is the 0-based layer index: the first layer has lambda_init 0.2)",
+            return [Failure(msg + pick(" (depth is the 0-based layer index: the first layer has lambda_init 0.2)",
+                                       "（depth 是从 0 开始的层索引：第一层的 lambda_init 为 0.2）"),
                             mistake="depth_one_based")]
         return [msg]
     return []

@@ -6,6 +6,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, traits
+from attn_drill.i18n import pick
 
 TARGET = "AttentionWithDropout"
 
@@ -14,7 +15,7 @@ def _tensors(obs: dict, *names) -> list:
     """The named tensors of a probe's observation; ValueError when one is missing or not a tensor."""
     got = [obs.get(n) if hasattr(obs, "get") else None for n in names]
     if not all(isinstance(t, torch.Tensor) for t in got):
-        raise ValueError("your module's output is missing or not a tensor")
+        raise ValueError(pick("your module's output is missing or not a tensor", "你的模块没有输出，或输出不是张量"))
     return got
 
 
@@ -23,14 +24,20 @@ def check_eval(sub, ref, case) -> list:
     a, b = _tensors(sub, "a", "b")
     want, = _tensors(ref, "a")
     if a.shape != want.shape or b.shape != want.shape:
-        return [f"in eval mode the output has shape {list(a.shape)}, expected {list(want.shape)}"]
+        return [pick(f"in eval mode the output has shape {list(a.shape)}, expected {list(want.shape)}",
+                     f"eval 模式下输出的形状为 {list(a.shape)}，期望 {list(want.shape)}")]
     if not torch.equal(a, b) or not torch.allclose(a, want, rtol=1e-9, atol=1e-12):
         if not torch.equal(a, b):
-            return [Failure("in eval mode (model.eval()) two calls gave different outputs: dropout is still "
-                            "active. nn.Dropout switches itself off in eval; F.dropout needs "
-                            "training=self.training", mistake="dropout_in_eval")]
-        return [f"in eval mode with attn_dropout=output_dropout=0.5 the output differs from attention without "
-                f"dropout by up to {float((a - want).abs().max()):.3g}"]
+            return [Failure(pick("in eval mode (model.eval()) two calls gave different outputs: dropout is still "
+                                 "active. nn.Dropout switches itself off in eval; F.dropout needs "
+                                 "training=self.training",
+                                 "eval 模式（model.eval()）下两次调用的输出不同：dropout 仍在生效。nn.Dropout 在 "
+                                 "eval 模式下会自动关闭；F.dropout 需要传入 training=self.training"),
+                            mistake="dropout_in_eval")]
+        err = float((a - want).abs().max())
+        return [pick(f"in eval mode with attn_dropout=output_dropout=0.5 the output differs from attention without "
+                     f"dropout by up to {err:.3g}",
+                     f"eval 模式下（attn_dropout=output_dropout=0.5），输出与不带 dropout 的注意力最多相差 {err:.3g}")]
     return []
 
 
@@ -47,7 +54,8 @@ def check_attention_weights(sub, ref, case) -> list:
     B, L, H, D = ref["sizes"]
     E = H * D
     if tuple(out.shape) != (B, L, E):
-        return [f"in training the output has shape {list(out.shape)}, expected {[B, L, E]}"]
+        return [pick(f"in training the output has shape {list(out.shape)}, expected {[B, L, E]}",
+                     f"训练模式下输出的形状为 {list(out.shape)}，期望 {[B, L, E]}")]
     out = out.double()
     merged = out.view(B, L, H, D).transpose(1, 2)                  # (B, H, L, D)
     got = merged[..., :L]                                          # (B, H, L, L): dropped weights
@@ -55,29 +63,41 @@ def check_attention_weights(sub, ref, case) -> list:
     ww = w.expand_as(got)
     n = got.numel()
     if torch.allclose(got, ww, rtol=1e-9, atol=1e-12):
-        return [Failure(f"with attn_dropout={p} in training, the attention weights were not dropped at all",
+        return [Failure(pick(f"with attn_dropout={p} in training, the attention weights were not dropped at all",
+                             f"训练模式下 attn_dropout={p}，注意力权重却完全没有被 dropout"),
                         mistake="attn_dropout_missing")]
     zero = got.abs() <= 1e-12 * ww
     share = float(zero.double().mean())
     if share == 0.0 and torch.allclose(got.sum(-1), torch.ones_like(total), rtol=1e-9):
-        return [Failure(f"with attn_dropout={p} no attention weight is zero and every row still sums to 1: "
-                        "the dropout ran before the softmax, which renormalised it away",
+        return [Failure(pick(f"with attn_dropout={p} no attention weight is zero and every row still sums to 1: "
+                             "the dropout ran before the softmax, which renormalised it away",
+                             f"attn_dropout={p} 时没有一个注意力权重为零，且每行之和仍为 1：dropout 在 softmax "
+                             "之前执行，被 softmax 的归一化抵消了"),
                         mistake="dropout_before_softmax")]
     if abs(share - p) > _share_bound(p, n):
-        return [f"with attn_dropout={p}, {share:.4f} of {n} attention weights were zeroed; expected {p} "
-                f"(within {_share_bound(p, n):.4f})"]
+        return [pick(f"with attn_dropout={p}, {share:.4f} of {n} attention weights were zeroed; expected {p} "
+                     f"(within {_share_bound(p, n):.4f})",
+                     f"attn_dropout={p} 时，{n} 个注意力权重中被置零的比例为 {share:.4f}；期望 {p}"
+                     f"（误差不超过 {_share_bound(p, n):.4f}）")]
     ratio = got[~zero] / ww[~zero]
     if torch.allclose(ratio, torch.ones_like(ratio), rtol=1e-9):
-        return [Failure(f"the surviving attention weights were not scaled by 1/(1-p) = {1 / (1 - p):.4f}, so the "
-                        "expected value of the output shrinks by (1-p)", mistake="attn_dropout_no_rescale")]
+        return [Failure(pick(f"the surviving attention weights were not scaled by 1/(1-p) = {1 / (1 - p):.4f}, so the "
+                             "expected value of the output shrinks by (1-p)",
+                             f"保留下来的注意力权重没有乘以 1/(1-p) = {1 / (1 - p):.4f}，因此输出的期望值"
+                             "缩小为原来的 (1-p) 倍"), mistake="attn_dropout_no_rescale")]
     if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-9):
-        return [f"surviving attention weights were scaled by {float(ratio.min()):.4f}..{float(ratio.max()):.4f}; "
-                f"expected exactly 1/(1-p) = {1 / (1 - p):.4f}"]
+        return [pick(f"surviving attention weights were scaled by {float(ratio.min()):.4f}..{float(ratio.max()):.4f}; "
+                     f"expected exactly 1/(1-p) = {1 / (1 - p):.4f}",
+                     f"保留下来的注意力权重的缩放倍数为 {float(ratio.min()):.4f}..{float(ratio.max()):.4f}；"
+                     f"应恰好为 1/(1-p) = {1 / (1 - p):.4f}")]
     if not torch.allclose(total, got.sum(-1), rtol=1e-9, atol=1e-12):
-        return ["the dropout mask is not shared by all dims of a value vector: drop attention weights "
-                "(B, H, L, L) after the softmax, not elements of weights @ V"]
+        return [pick("the dropout mask is not shared by all dims of a value vector: drop attention weights "
+                     "(B, H, L, L) after the softmax, not elements of weights @ V",
+                     "dropout 掩码没有在一个 value 向量的所有维度间共享：应在 softmax 之后对注意力权重 "
+                     "(B, H, L, L) 做 dropout，而不是对 weights @ V 的元素")]
     if not torch.all(merged[..., L:D - 1] == 0):
-        return ["unexpected values in the output (the value vectors were changed)"]
+        return [pick("unexpected values in the output (the value vectors were changed)",
+                     "输出中出现了意料之外的值（value 向量被改动了）")]
     return []
 
 
@@ -89,7 +109,8 @@ def check_output_dropout(sub, ref, case) -> list:
     out, = _tensors(sub, "out")
     plain, w_o = _tensors(ref, "plain", "w_o")
     if out.shape != plain.shape:
-        return [f"in training the output has shape {list(out.shape)}, expected {list(plain.shape)}"]
+        return [pick(f"in training the output has shape {list(out.shape)}, expected {list(plain.shape)}",
+                     f"训练模式下输出的形状为 {list(out.shape)}，期望 {list(plain.shape)}")]
     out = out.double()
     merged_eval = plain @ w_o                                        # (B, L, E): before out_proj
     merged = out @ w_o                                               # undo out_proj
@@ -103,19 +124,27 @@ def check_output_dropout(sub, ref, case) -> list:
         zero_out = out.abs() <= 1e-12 * float(out.abs().max())
         out_share = float(zero_out.double().mean())
         if abs(out_share - p) <= _share_bound(p, n):
-            return [Failure(f"output_dropout={p} zeroed the final output, after out_proj; this problem applies it "
-                            "to the merged heads, before out_proj", mistake="output_dropout_after_proj")]
+            return [Failure(pick(f"output_dropout={p} zeroed the final output, after out_proj; this problem applies it "
+                                 "to the merged heads, before out_proj",
+                                 f"output_dropout={p} 置零的是 out_proj 之后的最终输出；本题要求在 out_proj 之前"
+                                 "对合并后的多头输出做 dropout"), mistake="output_dropout_after_proj")]
         if torch.allclose(out, plain, rtol=1e-9, atol=1e-12):
-            return [f"with output_dropout={p} in training, nothing was dropped"]
-        return [f"with output_dropout={p} in training, no element of the merged heads (the input of out_proj) "
-                "was zeroed"]
+            return [pick(f"with output_dropout={p} in training, nothing was dropped",
+                         f"训练模式下 output_dropout={p}，却没有任何元素被 dropout")]
+        return [pick(f"with output_dropout={p} in training, no element of the merged heads (the input of out_proj) "
+                     "was zeroed",
+                     f"训练模式下 output_dropout={p}，合并后的多头输出（out_proj 的输入）却没有任何元素被置零")]
     if abs(share - p) > _share_bound(p, n):
-        return [f"with output_dropout={p}, {share:.4f} of {n} merged-head elements were zeroed; expected {p} "
-                f"(within {_share_bound(p, n):.4f})"]
+        return [pick(f"with output_dropout={p}, {share:.4f} of {n} merged-head elements were zeroed; expected {p} "
+                     f"(within {_share_bound(p, n):.4f})",
+                     f"output_dropout={p} 时，合并后多头输出的 {n} 个元素中被置零的比例为 {share:.4f}；期望 {p}"
+                     f"（误差不超过 {_share_bound(p, n):.4f}）")]
     ratio = merged[~zero] / merged_eval[~zero]
     if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-7):
-        return [f"surviving merged-head elements were scaled by {float(ratio.min()):.4f}..{float(ratio.max()):.4f};"
-                f" expected exactly 1/(1-p) = {1 / (1 - p):.4f}"]
+        return [pick(f"surviving merged-head elements were scaled by {float(ratio.min()):.4f}..{float(ratio.max()):.4f};"
+                     f" expected exactly 1/(1-p) = {1 / (1 - p):.4f}",
+                     f"保留下来的合并多头元素的缩放倍数为 {float(ratio.min()):.4f}..{float(ratio.max()):.4f}；"
+                     f"应恰好为 1/(1-p) = {1 / (1 - p):.4f}")]
     return []
 
 

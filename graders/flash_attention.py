@@ -5,6 +5,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, traits
+from attn_drill.i18n import pick
 
 TARGET = "flash_attention"
 
@@ -29,7 +30,8 @@ def _qkv(ctx: Ctx, B, H, Lq, Lk, D, Dv, kind=""):
 def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, block, dtype, scale=None, kind=""):
     Q, K, V = _qkv(ctx, B, H, Lq, Lk, D, Dv, kind)
     limit = _limit(B, H, Lq, Lk, D, Dv, block)
-    trace = (MaxNumel(limit, what=f"full {Lq}x{Lk} score matrix"),) if limit < B * H * Lq * Lk else ()
+    trace = (MaxNumel(limit, what=pick(f"full {Lq}x{Lk} score matrix", f"完整的 {Lq}x{Lk} 分数矩阵")),) \
+        if limit < B * H * Lq * Lk else ()
     notes = {"negative": "all scores << 0", "large": "large logits"}
     rtol = None
     if kind == "large" and dtype == torch.float32:
@@ -50,9 +52,12 @@ def _gradcheck(sub, ref, case: Case):
     if sub is not True:
         Q, K, V = (case.inputs[n] for n in ("Q", "K", "V"))
         kw = case.kwargs
-        return [Failure(f"torch.autograd.gradcheck (float64, Q {tuple(Q.shape)}, K {tuple(K.shape)}, "
-                        f"V {tuple(V.shape)}, scale {kw['scale']}, block_size {kw['block_size']}) fails: your "
-                        f"backward does not match finite differences of your own forward")]
+        return [Failure(pick(f"torch.autograd.gradcheck (float64, Q {tuple(Q.shape)}, K {tuple(K.shape)}, "
+                             f"V {tuple(V.shape)}, scale {kw['scale']}, block_size {kw['block_size']}) fails: your "
+                             f"backward does not match finite differences of your own forward",
+                             f"torch.autograd.gradcheck（float64，Q {tuple(Q.shape)}，K {tuple(K.shape)}，"
+                             f"V {tuple(V.shape)}，scale {kw['scale']}，block_size {kw['block_size']}）未通过："
+                             f"你写的反向与对你自己的前向做有限差分的结果不一致"))]
     return []
 
 
@@ -61,25 +66,33 @@ def _saved(sub, ref, case: Case):
     B, H, Lq, D = case.inputs["Q"].shape
     Lk, Dv = case.inputs["K"].shape[2], case.inputs["V"].shape[3]
     if not sub["is_tensor"] or sub["grad_fn"] is None:
-        return ["flash_attention returned no tensor with a grad_fn: call FlashAttention.apply(...)"]
+        return [pick("flash_attention returned no tensor with a grad_fn: call FlashAttention.apply(...)",
+                     "flash_attention 没有返回带 grad_fn 的张量：应调用 FlashAttention.apply(...)")]
     if not sub["is_function"]:
-        return ["FlashAttention must be a subclass of torch.autograd.Function"]
+        return [pick("FlashAttention must be a subclass of torch.autograd.Function",
+                     "FlashAttention 必须是 torch.autograd.Function 的子类")]
     if sub["grad_fn"] != "FlashAttentionBackward":
-        return [f"the output's grad_fn is {sub['grad_fn']}, so autograd differentiates your ops; "
-                f"flash_attention must return FlashAttention.apply(...) so that your own backward runs"]
+        return [pick(f"the output's grad_fn is {sub['grad_fn']}, so autograd differentiates your ops; "
+                     f"flash_attention must return FlashAttention.apply(...) so that your own backward runs",
+                     f"输出的 grad_fn 是 {sub['grad_fn']}，说明求导的是 autograd 而不是你的代码；"
+                     f"flash_attention 必须返回 FlashAttention.apply(...)，这样运行的才是你自己的 backward")]
     shapes = [tuple(s) for s in sub["shapes"]]
     full = B * H * Lq * Lk
     budget = B * H * (2 * Lq * D + 2 * Lk * D + Lq * Dv + Lk * Dv + 2 * Lq)   # Q, K, V, O, stats, slack
     fails = []
     big = [s for s in shapes if math.prod(s) >= full]
     if big:
-        fails.append(Failure(f"the forward saves a tensor of shape {list(big[0])} for backward; save the row "
-                             f"log-sum-exp (B, H, Lq, 1) instead of P and recompute P block by block"))
+        fails.append(Failure(pick(f"the forward saves a tensor of shape {list(big[0])} for backward; save the row "
+                                  f"log-sum-exp (B, H, Lq, 1) instead of P and recompute P block by block",
+                                  f"前向为反向保存了形状为 {list(big[0])} 的张量；应保存每行的 log-sum-exp "
+                                  f"(B, H, Lq, 1) 而不是 P，在反向中逐块重算 P")))
     total = sum(math.prod(s) for s in shapes)
     if not big and total > budget:
-        fails.append(Failure(f"the forward saves {total} elements for backward ({len(shapes)} tensors); "
-                             f"Q, K, V, O and one statistic per row need at most {budget}: do not keep "
-                             f"blocks of P"))
+        fails.append(Failure(pick(f"the forward saves {total} elements for backward ({len(shapes)} tensors); "
+                                  f"Q, K, V, O and one statistic per row need at most {budget}: do not keep "
+                                  f"blocks of P",
+                                  f"前向为反向保存了 {total} 个元素（{len(shapes)} 个张量）；Q、K、V、O "
+                                  f"加上每行一个统计量最多只需 {budget} 个：不要保存 P 的块")))
     return fails
 
 

@@ -12,7 +12,8 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, type_name
+from attn_drill.i18n import pick
 
 TIE_MARGIN = 1e-3
 
@@ -87,24 +88,34 @@ def check_zero_rows(sub, ref, case) -> list:
     zero = case.probe_args["zero_rows"]
     q, scale, back = (sub.get(k) if isinstance(sub, dict) else None for k in ("q", "scale", "back"))
     if not all(isinstance(t, torch.Tensor) for t in (q, scale, back)):
-        return [f"quantize_int8 / dequantize_int8 did not return tensors ({type_name(q)}, {type_name(scale)}, "
-                f"{type_name(back)})"]
+        return [pick(f"quantize_int8 / dequantize_int8 did not return tensors ({type_name(q)}, {type_name(scale)}, "
+                     f"{type_name(back)})",
+                     f"quantize_int8 / dequantize_int8 没有返回张量（{type_name(q)}，{type_name(scale)}，"
+                     f"{type_name(back)}）")]
     want_q, want_scale = ref["q"], ref["scale"]
     if q.shape != want_q.shape or scale.shape != want_scale.shape:
-        return [f"quantize_int8 returned q {list(q.shape)} and scale {list(scale.shape)}; expected "
-                f"{list(want_q.shape)} and {list(want_scale.shape)}"]
+        return [pick(f"quantize_int8 returned q {list(q.shape)} and scale {list(scale.shape)}; expected "
+                     f"{list(want_q.shape)} and {list(want_scale.shape)}",
+                     f"quantize_int8 返回的 q 为 {list(q.shape)}，scale 为 {list(scale.shape)}；期望 "
+                     f"{list(want_q.shape)} 和 {list(want_scale.shape)}")]
     s = scale.double()[zero]
     if not bool(torch.isfinite(s).all()) or not bool((s > 0).all()):
         bad = float(s[~(torch.isfinite(s) & (s > 0))][0])
-        return [Failure(f"an all-zero row got scale {bad}: max|x| / 127 is 0 there, so x / scale is 0 / 0 = NaN. "
-                        f"Clamp max|x| (e.g. to at least 1e-8) before dividing", mistake="no_zero_guard")]
+        return [Failure(pick(f"an all-zero row got scale {bad}: max|x| / 127 is 0 there, so x / scale is 0 / 0 = NaN. "
+                             f"Clamp max|x| (e.g. to at least 1e-8) before dividing",
+                             f"全零行的 scale 为 {bad}：该行的 max|x| / 127 为 0，于是 x / scale 是 0 / 0 = NaN。"
+                             f"应在相除之前对 max|x| 做 clamp（例如至少取 1e-8）"), mistake="no_zero_guard")]
     if q.dtype != torch.int8 or bool((q[zero] != 0).any()):
-        return [f"an all-zero row must quantise to codes 0 (int8); got {q[zero].flatten()[:6].tolist()} ({q.dtype})"]
+        return [pick(f"an all-zero row must quantise to codes 0 (int8); got {q[zero].flatten()[:6].tolist()} ({q.dtype})",
+                     f"全零行应量化为编码 0（int8）；实际为 {q[zero].flatten()[:6].tolist()}（{q.dtype}）")]
     if not bool(torch.isfinite(back.double()).all()) or bool((back.double()[zero] != 0).any()):
-        return ["dequantize_int8 of an all-zero row must give zeros"]
+        return [pick("dequantize_int8 of an all-zero row must give zeros",
+                     "对全零行做 dequantize_int8 应得到全零")]
     if not torch.equal(q, want_q):
-        return [f"the codes of the rows that are not zero differ from clamp(round(x / scale), -127, 127) in "
-                f"{int((q != want_q).sum())} of {q.numel()} places"]
+        return [pick(f"the codes of the rows that are not zero differ from clamp(round(x / scale), -127, 127) in "
+                     f"{int((q != want_q).sum())} of {q.numel()} places",
+                     f"非零行的编码与 clamp(round(x / scale), -127, 127) 不一致：{q.numel()} 个位置中有 "
+                     f"{int((q != want_q).sum())} 处不同")]
     return []
 
 
@@ -150,7 +161,8 @@ def check_storage(sub, ref, case) -> list:
     """sub: the probe `storage`: the cache's four buffers after the schedule, and the bytes of every
     tensor the cache object holds."""
     if not isinstance(sub, dict):
-        return [f"the probe could not read the cache ({type_name(sub)})"]
+        return [pick(f"the probe could not read the cache ({type_name(sub)})",
+                     f"探针无法读取缓存（{type_name(sub)}）")]
     B, H, max_len, D = case.probe_args["sizes"]
     sdt = torch.float64 if case.dtype == torch.float64 else torch.float32
     L = sum(case.probe_args["schedule"])
@@ -158,33 +170,49 @@ def check_storage(sub, ref, case) -> list:
     for name in ("k_cache", "v_cache"):
         t = sub.get(name)
         if not isinstance(t, torch.Tensor):
-            return [f"after forward, self.{name} is {type_name(t)}; it must be an int8 tensor "
-                    f"({B}, {H}, {max_len}, {D})"]
+            return [pick(f"after forward, self.{name} is {type_name(t)}; it must be an int8 tensor "
+                         f"({B}, {H}, {max_len}, {D})",
+                         f"forward 之后，self.{name} 是 {type_name(t)}；它必须是形状为 "
+                         f"({B}, {H}, {max_len}, {D}) 的 int8 张量")]
         if t.dtype != torch.int8 and not t.is_floating_point():
-            return [f"self.{name} is {str(t.dtype).replace('torch.', '')}; it must be torch.int8 (signed codes -127 .. 127)"]
+            return [pick(f"self.{name} is {str(t.dtype).replace('torch.', '')}; it must be torch.int8 (signed codes -127 .. 127)",
+                         f"self.{name} 是 {str(t.dtype).replace('torch.', '')}；它必须是 torch.int8"
+                         f"（有符号编码 -127 .. 127）")]
         if t.dtype != torch.int8:
-            return [Failure(f"self.{name} is {str(t.dtype).replace('torch.', '')}: the cache keeps floats, so it saves "
-                            f"no memory. Store the int8 codes (dtype torch.int8, 1 byte each) and the scales, and "
-                            f"dequantise when attending", mistake="cache_stores_float")]
+            return [Failure(pick(f"self.{name} is {str(t.dtype).replace('torch.', '')}: the cache keeps floats, so it saves "
+                                 f"no memory. Store the int8 codes (dtype torch.int8, 1 byte each) and the scales, and "
+                                 f"dequantise when attending",
+                                 f"self.{name} 是 {str(t.dtype).replace('torch.', '')}：缓存里存的是浮点数，"
+                                 f"一点内存也没省。应存储 int8 编码（dtype torch.int8，每个 1 字节）和 scale，"
+                                 f"计算注意力时再反量化"), mistake="cache_stores_float")]
         if tuple(t.shape) != (B, H, max_len, D):
-            return [f"self.{name} has shape {list(t.shape)}; expected {[B, H, max_len, D]}"]
+            return [pick(f"self.{name} has shape {list(t.shape)}; expected {[B, H, max_len, D]}",
+                         f"self.{name} 的形状为 {list(t.shape)}；期望 {[B, H, max_len, D]}")]
         if not torch.equal(t[:, :, :L], ref[name][:, :, :L]):
-            fails.append(f"self.{name}[:, :, :{L}] holds other codes than quantize_int8(k or v, dim=-1) of the "
-                         f"tokens written (in {int((t[:, :, :L] != ref[name][:, :, :L]).sum())} places)")
+            diff = int((t[:, :, :L] != ref[name][:, :, :L]).sum())
+            fails.append(pick(f"self.{name}[:, :, :{L}] holds other codes than quantize_int8(k or v, dim=-1) of the "
+                              f"tokens written (in {diff} places)",
+                              f"self.{name}[:, :, :{L}] 中的编码与已写入 token 的 quantize_int8(k or v, dim=-1) "
+                              f"不一致（共 {diff} 处）"))
     for name in ("k_scale", "v_scale"):
         t = sub.get(name)
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != (B, H, max_len, 1) or t.dtype != sdt:
             got = f"{str(t.dtype).replace('torch.', '')} {list(t.shape)}" if isinstance(t, torch.Tensor) else type_name(t)
-            return fails + [f"self.{name} is {got}; expected {str(sdt).replace('torch.', '')} "
-                            f"{[B, H, max_len, 1]} (one scale per token and head)"]
+            return fails + [pick(f"self.{name} is {got}; expected {str(sdt).replace('torch.', '')} "
+                                 f"{[B, H, max_len, 1]} (one scale per token and head)",
+                                 f"self.{name} 是 {got}；期望 {str(sdt).replace('torch.', '')} "
+                                 f"{[B, H, max_len, 1]}（每个 token、每个头一个 scale）")]
         want = ref[name][:, :, :L].double()
         if not torch.allclose(t[:, :, :L].double(), want, rtol=1e-6, atol=0):
-            fails.append(f"self.{name}[:, :, :{L}] differs from the per-token scales max|x| / 127")
+            fails.append(pick(f"self.{name}[:, :, :{L}] differs from the per-token scales max|x| / 127",
+                              f"self.{name}[:, :, :{L}] 与逐 token 的 scale max|x| / 127 不一致"))
     held = sub.get("bytes")
     budget = 2 * B * H * max_len * D + 2 * B * H * max_len * (8 if sdt == torch.float64 else 4)
     if not isinstance(held, int) or held > budget + 4096:
-        fails.append(f"the cache object holds {held} bytes of tensors; int8 codes and {str(sdt).replace('torch.', '')} "
-                     f"scales need {budget}. Keep no float copy of the keys or values in the cache")
+        fails.append(pick(f"the cache object holds {held} bytes of tensors; int8 codes and {str(sdt).replace('torch.', '')} "
+                          f"scales need {budget}. Keep no float copy of the keys or values in the cache",
+                          f"缓存对象持有 {held} 字节的张量；int8 编码加上 {str(sdt).replace('torch.', '')} 的 scale "
+                          f"只需 {budget} 字节。不要在缓存里保留 key 或 value 的浮点副本"))
     return fails
 
 
@@ -194,15 +222,17 @@ def check_bound(sub, ref, case) -> list:
       score error per key   |delta_j| <= sum_c |q_c| s_k,j / 2 / sqrt(D) = Delta (s: per-token scale)
       output error          |o^ - o| <= (exp(2 Delta) - 1) max_j |v^_j| + max_j s_v,j / 2"""
     if not isinstance(sub, torch.Tensor):
-        return [f"the cache's forward returned {type_name(sub)}, not a tensor"]
+        return [pick(f"the cache's forward returned {type_name(sub)}, not a tensor",
+                     f"缓存的 forward 返回了 {type_name(sub)}，而不是张量")]
     q, k, v = (case.inputs[n].to(case.dtype).double() for n in ("q", "k", "v"))
     B, H, L, D = q.shape
     truth = case.truth_obs.value if hasattr(case.truth_obs, "value") else case.truth_obs
     if tuple(sub.shape) != (B, H, L, D):
-        return [f"the cache's outputs have shape {list(sub.shape)}; expected {[B, H, L, D]}"]
+        return [pick(f"the cache's outputs have shape {list(sub.shape)}; expected {[B, H, L, D]}",
+                     f"缓存的输出形状为 {list(sub.shape)}；期望 {[B, H, L, D]}")]
     got = sub.double()
     if not bool(torch.isfinite(got).all()):
-        return ["the cache's output has NaN or inf values"]
+        return [pick("the cache's output has NaN or inf values", "缓存的输出中有 NaN 或 inf")]
     s_k = k.abs().amax(-1, keepdim=True).clamp(min=1e-8) / 127                   # (B, H, L, 1)
     s_v = v.abs().amax(-1, keepdim=True).clamp(min=1e-8) / 127
     v_hat = torch.round(v / s_v).clamp(-127, 127) * s_v
@@ -216,15 +246,20 @@ def check_bound(sub, ref, case) -> list:
     excess = ((got - plain).abs() - bound).amax()
     err_q = float((got - truth.double()).abs().max())
     scale = float(truth.double().abs().max())
-    tight = 1e-9 if case.dtype == torch.float64 else 2e-5
+    tight = FLOAT32_LEVEL if case.dtype == torch.float64 else 2e-5
     if float(excess) > 0:
-        return [f"the output differs from attention over the original keys and values by more than the int8 "
-                f"quantisation allows (by {float(excess):.3g} beyond the bound); the codes or scales are wrong"]
+        return [pick(f"the output differs from attention over the original keys and values by more than the int8 "
+                     f"quantisation allows (by {float(excess):.3g} beyond the bound); the codes or scales are wrong",
+                     f"输出与在原始 key、value 上计算的注意力之差超出了 int8 量化所允许的范围"
+                     f"（超出误差界 {float(excess):.3g}）；编码或 scale 有误")]
     if err_q > tight * max(1.0, scale):
-        return [f"the output is within the quantisation bound of unquantised attention, but differs from "
-                f"attention over the dequantised cache by {err_q:.3g}: quantise k and v per token "
-                f"(one scale per (batch, head, position)), round half to even, and attend over "
-                f"dequantize_int8(codes, scales)"]
+        return [pick(f"the output is within the quantisation bound of unquantised attention, but differs from "
+                     f"attention over the dequantised cache by {err_q:.3g}: quantise k and v per token "
+                     f"(one scale per (batch, head, position)), round half to even, and attend over "
+                     f"dequantize_int8(codes, scales)",
+                     f"输出与未量化注意力之差在量化误差界之内，但与在反量化缓存上计算的注意力相差 {err_q:.3g}："
+                     f"应对 k 和 v 逐 token 量化（每个 (batch, head, position) 一个 scale），舍入采用四舍六入五成双"
+                     f"（round half to even），并在 dequantize_int8(codes, scales) 上计算注意力")]
     return []
 
 

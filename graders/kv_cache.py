@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "SelfAttentionWithCache"
 
@@ -27,25 +28,33 @@ def cache_check(cache_heads_attr: str, query_heads_attr: str | None = None,
         for name in ("k_cache", "v_cache"):
             got = sub.get(name)
             if not isinstance(got, torch.Tensor):
-                failures.append(f"after init_cache and forward, self.{name} is not a tensor ({type_name(got)})")
+                failures.append(pick(f"after init_cache and forward, self.{name} is not a tensor ({type_name(got)})",
+                                     f"调用 init_cache 和 forward 之后，self.{name} 不是张量（{type_name(got)}）"))
                 continue
             if tuple(got.shape) != want:
                 if (stores_query_heads_mistake and query_heads_attr and
                         tuple(got.shape) == (B, ref[query_heads_attr], max_len, D)):
-                    failures.append(Failure(
+                    failures.append(Failure(pick(
                         f"self.{name} has shape {tuple(got.shape)}: it stores one copy per query head; "
                         f"it must be {want}, one entry per KV head, broadcast at attention time",
+                        f"self.{name} 的形状为 {tuple(got.shape)}：它为每个 query 头各存了一份；"
+                        f"应为 {want}，每个 KV 头只存一份，计算注意力时再广播"),
                         mistake=stores_query_heads_mistake))
                 else:
-                    failures.append(f"self.{name} has shape {tuple(got.shape)}, expected {want} "
-                                    f"(batch, {cache_heads_attr}, max_len, head_dim)")
+                    failures.append(pick(f"self.{name} has shape {tuple(got.shape)}, expected {want} "
+                                         f"(batch, {cache_heads_attr}, max_len, head_dim)",
+                                         f"self.{name} 的形状为 {tuple(got.shape)}，期望 {want}"
+                                         f"（batch, {cache_heads_attr}, max_len, head_dim）"))
                 continue
             expect = ref[name][:, :, :L].to(torch.float64)
             err = (got[:, :, :L].to(torch.float64) - expect).abs().max().item()
             if not err <= 1e-9:
-                failures.append(f"self.{name}[:, :, :{L}] after chunks {list(schedule)} differs from the "
-                                f"keys/values of one full pass by up to {err:.3g}: each chunk must be "
-                                f"written at positions start_pos .. start_pos + L - 1")
+                failures.append(pick(f"self.{name}[:, :, :{L}] after chunks {list(schedule)} differs from the "
+                                     f"keys/values of one full pass by up to {err:.3g}: each chunk must be "
+                                     f"written at positions start_pos .. start_pos + L - 1",
+                                     f"按 chunk {list(schedule)} 运行后，self.{name}[:, :, :{L}] 与一次完整前向的 "
+                                     f"key/value 最多相差 {err:.3g}：每个 chunk 都应写到位置 "
+                                     f"start_pos .. start_pos + L - 1"))
         return failures
     return check
 
@@ -64,22 +73,31 @@ def overflow_check(mistake: str):
         max_len = case.probe_args["max_len"]
         fill, *edges = sub
         if "error" in fill:
-            return [f"filling the cache exactly to max_len={max_len} (a prefill of {max_len - 2} "
-                    f"tokens, then 2 more at start_pos={max_len - 2}) raised "
-                    f"{fill['error']}: {fill['message']}; only positions >= max_len overflow"]
+            return [pick(f"filling the cache exactly to max_len={max_len} (a prefill of {max_len - 2} "
+                         f"tokens, then 2 more at start_pos={max_len - 2}) raised "
+                         f"{fill['error']}: {fill['message']}; only positions >= max_len overflow",
+                         f"把缓存恰好填满到 max_len={max_len}（先 prefill {max_len - 2} 个 token，"
+                         f"再在 start_pos={max_len - 2} 写入 2 个）时抛出了 "
+                         f"{fill['error']}: {fill['message']}；只有位置 >= max_len 才算溢出")]
         failures = []
         for (start, n), r in zip(((max_len, 1), (max_len - 1, 3)), edges):
-            what = f"writing {n} token(s) at start_pos={start} with max_len={max_len}"
+            what = pick(f"writing {n} token(s) at start_pos={start} with max_len={max_len}",
+                        f"在 start_pos={start} 写入 {n} 个 token（max_len={max_len}）")
             if r.get("error") == "ValueError":
                 if str(max_len) not in r["message"]:
-                    failures.append(Failure(f"{what} raised ValueError('{r['message']}'), which does not say "
-                                            f"what max_len is", mistake=mistake))
+                    failures.append(Failure(pick(f"{what} raised ValueError('{r['message']}'), which does not say "
+                                                 f"what max_len is",
+                                                 f"{what}时抛出了 ValueError('{r['message']}')，但消息中没有说明 "
+                                                 f"max_len 是多少"), mistake=mistake))
             elif "error" in r:
-                failures.append(Failure(f"{what} raised {r['error']}: {r['message'][:160]}; check start_pos + L "
-                                        f"against max_len first and raise a ValueError that names max_len",
+                failures.append(Failure(pick(f"{what} raised {r['error']}: {r['message'][:160]}; check start_pos + L "
+                                             f"against max_len first and raise a ValueError that names max_len",
+                                             f"{what}时抛出了 {r['error']}: {r['message'][:160]}；应先检查 "
+                                             f"start_pos + L 是否超过 max_len，并抛出写明 max_len 的 ValueError"),
                                         mistake=mistake))
             else:
-                failures.append(Failure(f"{what} raised no error; raise a ValueError that names max_len",
+                failures.append(Failure(pick(f"{what} raised no error; raise a ValueError that names max_len",
+                                             f"{what}时没有抛出错误；应抛出写明 max_len 的 ValueError"),
                                         mistake=mistake))
         return failures
     return check

@@ -7,7 +7,8 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, traits, type_name
+from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, traits, type_name
+from attn_drill.i18n import pick
 
 FORMS = ("linear_attention_parallel", "linear_attention_recurrent", "linear_attention_chunked")
 
@@ -48,8 +49,10 @@ def _case(ctx: Ctx, name, form, B, H, L, D, Dv, dtype, eps=None, chunk=None, kin
     limit = _limit(form, B, H, L, D, Dv, chunk)
     trace = ()
     if memory and limit is not None and limit < B * H * L * L:
-        what = (f"{L}x{L} matrix of feature products, no stack of all {L} states" if form.endswith("recurrent")
-                else f"{L}x{L} matrix of feature products: one block of chunk_size x chunk_size per chunk")
+        what = (pick(f"{L}x{L} matrix of feature products, no stack of all {L} states",
+                     f"大小为 {L}x{L} 的特征乘积矩阵，也不要把全部 {L} 个状态堆叠起来") if form.endswith("recurrent")
+                else pick(f"{L}x{L} matrix of feature products: one block of chunk_size x chunk_size per chunk",
+                          f"大小为 {L}x{L} 的特征乘积矩阵：每个 chunk 只用一个 chunk_size x chunk_size 的块"))
         trace = (MaxNumel(limit, what=what),)
     notes = [form.replace("linear_attention_", "")]
     if chunk is not None:
@@ -74,17 +77,21 @@ def _chunk_free(sub, ref, case: Case):
     want = case.truth_obs
     L = case.probe_args["calls"][0]["args"][0].shape[2]
     if not isinstance(sub, list) or len(sub) != len(want):
-        return [f"the probe expected {len(want)} results, got {type_name(sub)}"]
+        return [pick(f"the probe expected {len(want)} results, got {type_name(sub)}",
+                     f"探针期望得到 {len(want)} 个结果，实际得到 {type_name(sub)}")]
     fails = []
     for chunk, got, w in zip(_chunk_sizes(L), sub, want):
         if not isinstance(got, torch.Tensor) or got.shape != w.shape:
             shape = list(got.shape) if isinstance(got, torch.Tensor) else type_name(got)
-            fails.append(f"chunk_size={chunk}: returned {shape}, expected shape {list(w.shape)}")
+            fails.append(pick(f"chunk_size={chunk}: returned {shape}, expected shape {list(w.shape)}",
+                              f"chunk_size={chunk}：返回了 {shape}，期望形状 {list(w.shape)}"))
             continue
         err = float((got.double() - w).abs().max()) if torch.isfinite(got).all() else math.inf
-        if not err <= 1e-9 * (1 + float(w.abs().max())):
-            fails.append(Failure(f"chunk_size={chunk} gives an answer {err:.3g} away from the float64 reference "
-                                 f"(L={L}); the output must not depend on the chunk size"))
+        if not err <= FLOAT32_LEVEL * (1 + float(w.abs().max())):
+            fails.append(Failure(pick(f"chunk_size={chunk} gives an answer {err:.3g} away from the float64 reference "
+                                      f"(L={L}); the output must not depend on the chunk size",
+                                      f"chunk_size={chunk} 的结果与 float64 参考实现相差 {err:.3g}（L={L}）；"
+                                      f"输出不应依赖 chunk 大小")))
     return fails
 
 

@@ -3,6 +3,7 @@ stated rule for query rows that keep no key, checked on its own."""
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 NEG = -1e4  # apply_masks' -inf entries are compared after clamping to this value
 
@@ -67,39 +68,52 @@ def _check_empty_rows(sub, ref, case: Case) -> list:
     for dtype, tol in (("float64", 1e-9), ("float32", 1e-4)):
         got = sub.get(dtype) if isinstance(sub, dict) else None
         if not isinstance(got, dict):
-            return [f"masked_attention with fully masked rows returned nothing that can be checked"]
+            return [pick("masked_attention with fully masked rows returned nothing that can be checked",
+                         "masked_attention 在含整行被屏蔽的输入上没有返回可检查的内容")]
         if "error" in got:
-            return [f"masked_attention with fully masked rows raised {got['error']}"]
+            return [pick(f"masked_attention with fully masked rows raised {got['error']}",
+                         f"masked_attention 在含整行被屏蔽的输入上抛出了 {got['error']}")]
         out = got.get("out")
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(want["out"].shape):
             shape = list(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
-            return [f"masked_attention returned {shape}, expected shape {list(want['out'].shape)}"]
+            return [pick(f"masked_attention returned {shape}, expected shape {list(want['out'].shape)}",
+                         f"masked_attention 返回了 {shape}，期望形状为 {list(want['out'].shape)}")]
         o = out.detach().double().permute(0, 2, 1, 3)                  # (B, Lq, H, D)
         w = want["out"].permute(0, 2, 1, 3)
         err = (o[~empty] - w[~empty]).abs().max().item()
         if not err <= tol * (1 + w.abs().max().item()):
-            return [f"{dtype}: on query rows that keep at least one key the output differs from the "
-                    f"reference by {err:.3g} (fully masked rows case)"]
+            return [pick(f"{dtype}: on query rows that keep at least one key the output differs from the "
+                         f"reference by {err:.3g} (fully masked rows case)",
+                         f"{dtype}：在至少保留一个 key 的 query 行上，输出与参考实现相差 {err:.3g}"
+                         f"（整行被屏蔽用例）")]
         rows = o[empty]                                                # (n_empty, H, D)
         if not torch.isfinite(rows).all():
-            return [Failure(f"{dtype}: query rows without a kept key (batch, query) = {where} output NaN; "
-                            "the rule is exactly 0 there", mistake="nan_on_fully_masked_rows")]
+            return [Failure(pick(f"{dtype}: query rows without a kept key (batch, query) = {where} output NaN; "
+                                 "the rule is exactly 0 there",
+                                 f"{dtype}：没有保留任何 key 的 query 行 (batch, query) = {where} 输出了 NaN；"
+                                 "规则要求这些行恰好为 0"), mistake="nan_on_fully_masked_rows")]
         if rows.abs().max() != 0:
-            return [Failure(f"{dtype}: query rows without a kept key {where} output nonzero values "
-                            f"(max |out| = {rows.abs().max():.3g}), e.g. the mean of V; the rule is "
-                            "exactly 0 there", mistake="finite_fill_value")]
+            return [Failure(pick(f"{dtype}: query rows without a kept key {where} output nonzero values "
+                                 f"(max |out| = {rows.abs().max():.3g}), e.g. the mean of V; the rule is "
+                                 "exactly 0 there",
+                                 f"{dtype}：没有保留任何 key 的 query 行 {where} 输出了非零值"
+                                 f"（max |out| = {rows.abs().max():.3g}），例如 V 的平均值；规则要求这些行恰好为 0"),
+                            mistake="finite_fill_value")]
         for name, want_grad in zip("qkv", want["grads"]):
             grads = got.get("grads") or [None, None, None]
             grad = grads["qkv".index(name)] if len(grads) == 3 else None
             if not isinstance(grad, torch.Tensor) or grad.shape != want_grad.shape:
                 grad = torch.zeros_like(want_grad)
             if not torch.isfinite(grad).all():
-                return [Failure(f"{dtype}: d{name} has NaN/inf entries; with a query row without a "
-                                "kept key, gradients must stay finite", mistake="nan_on_fully_masked_rows")]
+                return [Failure(pick(f"{dtype}: d{name} has NaN/inf entries; with a query row without a "
+                                     "kept key, gradients must stay finite",
+                                     f"{dtype}：d{name} 中有 NaN/inf；即使有 query 行没有保留任何 key，"
+                                     "梯度也必须保持有限"), mistake="nan_on_fully_masked_rows")]
             err = (grad.double() - want_grad).abs().max().item()
             if err > tol * (1 + want_grad.abs().max().item()):
-                fails.append(f"{dtype}: d{name} differs from the reference by {err:.3g} "
-                             "(fully masked rows case)")
+                fails.append(pick(f"{dtype}: d{name} differs from the reference by {err:.3g} "
+                                  "(fully masked rows case)",
+                                  f"{dtype}：d{name} 与参考实现相差 {err:.3g}（整行被屏蔽用例）"))
         if fails:
             return fails
     return fails

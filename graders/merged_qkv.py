@@ -3,6 +3,7 @@ count of the matrix products its forward runs on the activations."""
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, traits
+from attn_drill.i18n import pick
 
 TARGET = "MergedQKVAttention"
 # torch-level functions that run a matrix product (recorded with a TorchFunctionMode: cheap, and
@@ -22,44 +23,59 @@ def _check_fuse(sub, ref, case: Case) -> list:
         tol = 1e-10 if dtype == torch.float64 else 1e-5
         what = f"fuse_qkv(Linear({E_in}, {E_out}, bias={bias}) x 3, {dtype})"
         if "error" in got:
-            return [f"{what} raised {got['error']}"]
+            return [pick(f"{what} raised {got['error']}", f"{what} 抛出了 {got['error']}")]
         if not got["is_linear"]:
-            return [f"{what} returned {got['type']}, expected an nn.Linear"]
+            return [pick(f"{what} returned {got['type']}, expected an nn.Linear",
+                         f"{what} 返回了 {got['type']}，应返回 nn.Linear")]
         shape = tuple(got["weight_shape"])
         if shape == (E_out, 3 * E_in) and shape != (3 * E_out, E_in):
-            return [Failure(f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}; "
-                            "the three (E_out, E_in) weights were concatenated along dim=1",
+            return [Failure(pick(f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}; "
+                                 "the three (E_out, E_in) weights were concatenated along dim=1",
+                                 f"{what}：融合后的权重形状为 {shape}，应为 {(3 * E_out, E_in)}；"
+                                 "三个 (E_out, E_in) 权重被沿 dim=1 拼接了"),
                             mistake="concat_wrong_dim")]
         if shape != (3 * E_out, E_in):
-            return [f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}"]
+            return [pick(f"{what}: the fused weight has shape {shape}, expected {(3 * E_out, E_in)}",
+                         f"{what}：融合后的权重形状为 {shape}，应为 {(3 * E_out, E_in)}")]
         fused_bias = got["bias"]
         if bias and fused_bias is None:
-            return [Failure(f"{what}: the projections have biases but the fused layer has none",
+            return [Failure(pick(f"{what}: the projections have biases but the fused layer has none",
+                                 f"{what}：各投影都有 bias，但融合后的层没有"),
                             mistake="bias_dropped")]
         if not bias and fused_bias is not None and bool(fused_bias.ne(0).any()):
-            return [f"{what}: the projections have no bias but the fused layer adds a nonzero one"]
+            return [pick(f"{what}: the projections have no bias but the fused layer adds a nonzero one",
+                         f"{what}：各投影都没有 bias，但融合后的层加了一个非零的 bias")]
         if got["weight_dtype"] != dtype:
-            return [f"{what}: the fused weight is {got['weight_dtype']}; keep the inputs' dtype {dtype}"]
+            return [pick(f"{what}: the fused weight is {got['weight_dtype']}; keep the inputs' dtype {dtype}",
+                         f"{what}：融合后的权重是 {got['weight_dtype']}；应保持输入的 dtype {dtype}")]
         if not got["is_parameter"]:
-            return [f"{what}: fused.weight is a plain tensor; it must be an nn.Parameter"]
+            return [pick(f"{what}: fused.weight is a plain tensor; it must be an nn.Parameter",
+                         f"{what}：fused.weight 是普通张量；它必须是 nn.Parameter")]
         if got["call_error"] or not isinstance(got["out"], torch.Tensor) or got["out"].shape[-1] != 3 * E_out:
-            return [f"{what}: calling the fused layer raised {got['call_error']}" if got["call_error"] else
-                    f"{what}: the fused layer's output has the wrong shape"]
+            return [pick(f"{what}: calling the fused layer raised {got['call_error']}",
+                         f"{what}：调用融合后的层抛出了 {got['call_error']}") if got["call_error"] else
+                    pick(f"{what}: the fused layer's output has the wrong shape",
+                         f"{what}：融合后的层的输出形状不对")]
         out = got["out"].split(E_out, dim=-1)
         want = mine["want"]
         if all(_close(g, w, tol) for g, w in zip(out, want)):
             continue
         if _close(out[0], want[1], tol) and _close(out[1], want[0], tol):
-            return [Failure(f"{what}: the first third of the output equals k_proj(x) and the second "
-                            "q_proj(x); the order must be [Q; K; V]", mistake="wrong_order")]
+            return [Failure(pick(f"{what}: the first third of the output equals k_proj(x) and the second "
+                                 "q_proj(x); the order must be [Q; K; V]",
+                                 f"{what}：输出的第一个三分之一等于 k_proj(x)，第二个等于 q_proj(x)；"
+                                 "顺序必须是 [Q; K; V]"), mistake="wrong_order")]
         wrong = [n for n, g, w in zip("QKV", out, want) if not _close(g, w, tol)]
         if bias and fused_bias is not None and all(
                 _close(g - fused_bias.split(E_out)[i], w - mine["biases"][i], tol)
                 for i, (g, w) in enumerate(zip(out, want))):
-            return [Failure(f"{what}: the weights are right but the fused bias is not [b_q; b_k; b_v]",
+            return [Failure(pick(f"{what}: the weights are right but the fused bias is not [b_q; b_k; b_v]",
+                                 f"{what}：权重正确，但融合后的 bias 不是 [b_q; b_k; b_v]"),
                             mistake="bias_dropped")]
-        return [f"{what}: fused(x).split({E_out}, dim=-1) does not give {', '.join(wrong)} "
-                "of the separate projections"]
+        return [pick(f"{what}: fused(x).split({E_out}, dim=-1) does not give {', '.join(wrong)} "
+                     "of the separate projections",
+                     f"{what}：fused(x).split({E_out}, dim=-1) 得到的 {', '.join(wrong)} "
+                     "与分开的投影结果不一致")]
     return []
 
 
@@ -73,11 +89,16 @@ def _check_one_matmul(sub, ref, case: Case) -> list:
     if n == 2:
         return []
     if n >= 4:
-        return [Failure(f"the forward ran {n} matrix products on (B*L, E) activations; a fused "
-                        "projection runs 2 (qkv_proj and out_proj): Q, K and V were projected "
-                        "separately", mistake="three_projection_matmuls")]
-    return [f"the forward ran {n} matrix products on (B*L, E) activations ({', '.join(on_activations)}); "
-            "expected 2: qkv_proj and out_proj"]
+        return [Failure(pick(f"the forward ran {n} matrix products on (B*L, E) activations; a fused "
+                             "projection runs 2 (qkv_proj and out_proj): Q, K and V were projected "
+                             "separately",
+                             f"forward 在 (B*L, E) 的激活上做了 {n} 次矩阵乘法；融合投影只需要 2 次"
+                             "（qkv_proj 和 out_proj）：Q、K、V 是分别投影的"),
+                        mistake="three_projection_matmuls")]
+    return [pick(f"the forward ran {n} matrix products on (B*L, E) activations ({', '.join(on_activations)}); "
+                 "expected 2: qkv_proj and out_proj",
+                 f"forward 在 (B*L, E) 的激活上做了 {n} 次矩阵乘法（{', '.join(on_activations)}）；"
+                 "应为 2 次：qkv_proj 和 out_proj")]
 
 
 def _numel(shape) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from attn_drill.api import Case, Ctx, Failure
+from attn_drill.i18n import pick
 
 NON_MASK_BUGS = ("softmax_query_axis", "missing_scale", "split_heads_direct_view", "merge_heads_without_transpose")
 MASK_BUGS = ("padding_mask_ignored", "padding_mask_inverted", "attn_mask_ignored", "attn_mask_true_means_blocked")
@@ -19,8 +20,10 @@ def _why_fails_on_correct(obs):
     shapes = {tuple(c["x_shape"]) for c in mine}
     if any(not b for b in obs["inits_batch_first"]) and (
             not made or any(not r["batch_first"] and tuple(r["query_shape"]) in shapes for r in made)):
-        return Failure(f"your test fails on a correct implementation ({first}): the official module was built "
-                       f"without batch_first=True, so it reads (B, L, E) as (L, B, E)", mistake="batch_first_missing")
+        return Failure(pick(f"your test fails on a correct implementation ({first}): the official module was built "
+                            f"without batch_first=True, so it reads (B, L, E) as (L, B, E)",
+                            f"你的测试在正确的实现上失败了（{first}）：官方模块构造时没有传 batch_first=True，"
+                            f"所以它把 (B, L, E) 当成了 (L, B, E)"), mistake="batch_first_missing")
     copied = any(
         isinstance(r["in_proj_weight"], torch.Tensor) and any(
             isinstance(m["qkv_weight"], torch.Tensor) and r["in_proj_weight"].shape == m["qkv_weight"].shape and
@@ -30,21 +33,30 @@ def _why_fails_on_correct(obs):
             torch.allclose(r["out_weight"].double(), m["out_weight"].double()) for m in mine)
         for r in made)
     if made and not copied:
-        return Failure(f"your test fails on a correct implementation ({first}): the official module's "
-                       f"in_proj_weight/out_proj.weight never equal the implementation's qkv_proj/out_proj "
-                       f"weights; copy them before comparing", mistake="weights_not_copied")
+        return Failure(pick(f"your test fails on a correct implementation ({first}): the official module's "
+                            f"in_proj_weight/out_proj.weight never equal the implementation's qkv_proj/out_proj "
+                            f"weights; copy them before comparing",
+                            f"你的测试在正确的实现上失败了（{first}）：官方模块的 in_proj_weight/out_proj.weight "
+                            f"从未与被测实现的 qkv_proj/out_proj 权重相同；比较之前先把权重复制过去"),
+                       mistake="weights_not_copied")
     ours = [c["attn_mask"] for c in mine if isinstance(c["attn_mask"], torch.Tensor)]
     same = any(isinstance(r["attn_mask"], torch.Tensor) and r["attn_mask"].dtype == torch.bool and
                any(m.shape == r["attn_mask"].shape and torch.equal(m, r["attn_mask"]) for m in ours)
                for r in made)
     if same:
-        return Failure(f"your test fails on a correct implementation ({first}): it hands the official module "
-                       f"the same boolean attn_mask; nn.MultiheadAttention reads True as NOT allowed, so pass "
-                       f"~attn_mask", mistake="mask_convention_not_inverted")
+        return Failure(pick(f"your test fails on a correct implementation ({first}): it hands the official module "
+                            f"the same boolean attn_mask; nn.MultiheadAttention reads True as NOT allowed, so pass "
+                            f"~attn_mask",
+                            f"你的测试在正确的实现上失败了（{first}）：它把同一个布尔 attn_mask 传给了官方模块；"
+                            f"nn.MultiheadAttention 把 True 理解为不允许关注，所以应传 ~attn_mask"),
+                       mistake="mask_convention_not_inverted")
     if not mine or not made:
-        return Failure(f"your test raised {first} before comparing anything (it must build attention_cls and "
-                       f"official_cls and compare their outputs)")
-    return Failure(f"your test fails on a correct implementation: {first}")
+        return Failure(pick(f"your test raised {first} before comparing anything (it must build attention_cls and "
+                            f"official_cls and compare their outputs)",
+                            f"你的测试在比较任何东西之前就抛出了 {first}（它必须构造 attention_cls 和 official_cls，"
+                            f"并比较两者的输出）"))
+    return Failure(pick(f"your test fails on a correct implementation: {first}",
+                        f"你的测试在正确的实现上失败了：{first}"))
 
 
 def unit_test_check(sub, ref, case):
@@ -52,30 +64,42 @@ def unit_test_check(sub, ref, case):
     if sub["error"] is not None:
         return [_why_fails_on_correct(sub)]
     if not sub["impl_calls"] or not sub["official_calls"]:
-        return [Failure("your test passed without calling both modules; build attention_cls and official_cls "
-                        "and compare their outputs")]
+        return [Failure(pick("your test passed without calling both modules; build attention_cls and official_cls "
+                             "and compare their outputs",
+                             "你的测试没有调用两个模块就通过了；应构造 attention_cls 和 official_cls，并比较两者的输出"))]
     used_masks = any(c["masked"] for c in sub["impl_calls"])
     missed = [str(b) for b in sub["missed"]]
     n = len(NON_MASK_BUGS + MASK_BUGS)
     if not missed:
         return []
-    share = f"it caught {n - len(missed)} of {n} wrong implementations ({100 * (n - len(missed)) / n:.0f}%)"
+    share = pick(f"it caught {n - len(missed)} of {n} wrong implementations ({100 * (n - len(missed)) / n:.0f}%)",
+                 f"你的测试在 {n} 个错误实现中抓到了 {n - len(missed)} 个（{100 * (n - len(missed)) / n:.0f}%）")
     missed_non_mask = [b for b in missed if b in NON_MASK_BUGS]
     returned = [v for v in sub.get("returned", []) if v is not None]
     if returned and all(v is False or v == 0 for v in returned):
-        return [f"{share}: your test returns False where it finds a mismatch instead of raising; a test must fail "
-                f"by raising (assert torch.allclose(...), or torch.testing.assert_close(...))"]
+        return [pick(f"{share}: your test returns False where it finds a mismatch instead of raising; a test must fail "
+                     f"by raising (assert torch.allclose(...), or torch.testing.assert_close(...))",
+                     f"{share}：测试发现不一致时返回 False，而不是抛出异常；测试必须通过抛出异常来表示失败"
+                     f"（assert torch.allclose(...) 或 torch.testing.assert_close(...)）")]
     heads = {c.get("heads") for c in sub["impl_calls"]}
     if heads == {1} and any(b in ("split_heads_direct_view", "merge_heads_without_transpose") for b in missed):
-        return [f"{share}; it only ever builds a single head, where splitting and merging heads cannot go wrong: "
-                f"test with num_heads > 1 (and L > 1)"]
+        return [pick(f"{share}; it only ever builds a single head, where splitting and merging heads cannot go wrong: "
+                     f"test with num_heads > 1 (and L > 1)",
+                     f"{share}；它只构造过单头模块，而单头时拆分和合并多头不可能出错：请用 num_heads > 1"
+                     f"（并且 L > 1）来测试")]
     if missed_non_mask:
-        return [Failure(f"{share}; it passes {', '.join(missed_non_mask)}, whose outputs differ clearly: is the "
-                        f"tolerance too loose (use about 1e-5 in float32, 1e-9 in float64), or is the output "
-                        f"compared at all?", mistake="tolerance_too_loose")]
-    return [Failure(f"{share}; it passes {', '.join(missed)}"
-                    + ("" if used_masks else ": the test never passes key_padding_mask or attn_mask")
-                    + "; compare with padding, with a causal attn_mask, and with both",
+        return [Failure(pick(f"{share}; it passes {', '.join(missed_non_mask)}, whose outputs differ clearly: is the "
+                             f"tolerance too loose (use about 1e-5 in float32, 1e-9 in float64), or is the output "
+                             f"compared at all?",
+                             f"{share}；它放过了 {', '.join(missed_non_mask)}，而这些实现的输出明显不同：是容差太宽"
+                             f"（float32 用约 1e-5，float64 用约 1e-9），还是根本没有比较输出？"),
+                        mistake="tolerance_too_loose")]
+    return [Failure(pick(f"{share}; it passes {', '.join(missed)}"
+                         + ("" if used_masks else ": the test never passes key_padding_mask or attn_mask")
+                         + "; compare with padding, with a causal attn_mask, and with both",
+                         f"{share}；它放过了 {', '.join(missed)}"
+                         + ("" if used_masks else "：测试从来没有传入 key_padding_mask 或 attn_mask")
+                         + "；请分别在有 padding、有因果 attn_mask 以及两者都有的情况下比较"),
                     mistake="masks_never_tested")]
 
 

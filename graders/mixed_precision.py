@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, OpInputDtype, traits
+from attn_drill.i18n import pick
 
 TARGET = "MixedPrecisionAttention"
 # the property, however it is written: every softmax (or the exp of a hand-written one) and every
@@ -23,31 +24,43 @@ def autocast_check(sub, ref, case):
     warned = [w for w in sub["warnings"] if isinstance(w, list) and len(w) == 2]
     deprecated = [m for cat, m in warned if cat == "FutureWarning" and ".amp." in m]
     if deprecated:
-        return [Failure(f"your module used a deprecated autocast API ({deprecated[0][:120]}); "
-                        f"use torch.autocast(device_type=x.device.type, dtype=...)", mistake="deprecated_cuda_amp")]
+        return [Failure(pick(f"your module used a deprecated autocast API ({deprecated[0][:120]}); "
+                             f"use torch.autocast(device_type=x.device.type, dtype=...)",
+                             f"你的模块使用了已弃用的 autocast API（{deprecated[0][:120]}）；"
+                             f"请使用 torch.autocast(device_type=x.device.type, dtype=...)"),
+                        mistake="deprecated_cuda_amp")]
     failures: list = []
     mm = [str(d) for d in sub["mm"]]
     if not mm or any(d != amp_name for d in mm):
         seen = sorted(set(mm)) or ["none"]
         told = [m[:120] for _, m in warned if "autocast" in m.lower()]
-        failures.append(Failure(
+        failures.append(Failure(pick(
             f"with float32 weights and input on cpu, the projections ran in {', '.join(seen)}, "
             f"not {amp_name}: autocast was not active for this device"
             + (f" (torch warned: {told[0]})" if told else "")
             + "; open torch.autocast(device_type=x.device.type, dtype=self.amp_dtype)",
+            f"权重和输入都是 float32 且在 cpu 上时，投影是在 {', '.join(seen)} 中计算的，"
+            f"而不是 {amp_name}：autocast 没有在这个设备上生效"
+            + (f"（torch 警告：{told[0]}）" if told else "")
+            + "；请开启 torch.autocast(device_type=x.device.type, dtype=self.amp_dtype)"),
             mistake="autocast_hardcoded_cuda"))
     out = sub["out"]
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
-        return failures + [f"the output should be a tensor of shape {tuple(x.shape)}"]
+        return failures + [pick(f"the output should be a tensor of shape {tuple(x.shape)}",
+                                f"输出应为形状 {tuple(x.shape)} 的张量")]
     if out.dtype != torch.float32:
-        failures.append(Failure(f"the output is {out.dtype} for a torch.float32 input; cast it back with "
-                                f".to(x.dtype) after the autocast region", mistake="output_dtype_not_restored"))
+        failures.append(Failure(pick(f"the output is {out.dtype} for a torch.float32 input; cast it back with "
+                                     f".to(x.dtype) after the autocast region",
+                                     f"输入是 torch.float32，输出却是 {out.dtype}；请在 autocast 区域之后用 "
+                                     f".to(x.dtype) 转回去"), mistake="output_dtype_not_restored"))
     truth = case.truth_obs["out"].double()
     ref_err = (ref["out"].double() - truth).abs().max().item()
     err = (out.double() - truth).abs().max().item()
     if not err <= 2 * ref_err + 1e-5:
-        failures.append(f"max error to the float64 result is {err:.3g}; the reference under the same autocast "
-                        f"is off by {ref_err:.3g} (allowed {2 * ref_err + 1e-5:.3g})")
+        failures.append(pick(f"max error to the float64 result is {err:.3g}; the reference under the same autocast "
+                             f"is off by {ref_err:.3g} (allowed {2 * ref_err + 1e-5:.3g})",
+                             f"与 float64 结果的最大误差为 {err:.3g}；参考实现在同样的 autocast 下误差为 "
+                             f"{ref_err:.3g}（允许 {2 * ref_err + 1e-5:.3g}）"))
     return failures
 
 
@@ -63,7 +76,7 @@ def _case(ctx: Ctx, name, B, L, H, D, dtype, amp=torch.bfloat16, pad=False, mask
     return Case(name=name, target=TARGET, init=dict(hidden_dim=E, num_heads=H, dropout=0.0, amp_dtype=amp),
                 inputs={"x": ctx.randn(B, L, E, scale=scale)}, kwargs=kwargs, dtype=dtype, device=device,
                 autocast=autocast, trace=trace, grad=grad, note="+".join(notes),
-                cuda_reason="float16/bfloat16 autocast on a GPU",
+                cuda_reason=pick("float16/bfloat16 autocast on a GPU", "需要在 GPU 上做 float16/bfloat16 autocast"),
                 traits=traits(B=B, L=L, H=H, pad=pad, mask=mask, large_logits=scale > 1))
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, traits, type_name
+from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, traits, type_name
+from attn_drill.i18n import pick
 
 TARGET = "MultiHeadLatentAttention"
 
@@ -66,44 +67,59 @@ def check_cache(sub, ref, case) -> list:
     H, r, dr = init["num_heads"], init["kv_lora_rank"], init["qk_rope_head_dim"]
     dn, dv = init["qk_nope_head_dim"], init["v_head_dim"]
     if not isinstance(sub, dict):
-        return [f"the cache could not be read ({type_name(sub)})"]
+        return [pick(f"the cache could not be read ({type_name(sub)})", f"无法读取缓存（{type_name(sub)}）")]
     kv, pe = sub.get("kv_cache"), sub.get("pe_cache")
     if not isinstance(kv, torch.Tensor):
         if isinstance(sub.get("k_cache"), torch.Tensor) or isinstance(sub.get("v_cache"), torch.Tensor):
-            return [Failure("after init_cache and forward there is no self.kv_cache, but there are self.k_cache / "
-                            "self.v_cache: the cache holds per-head keys and values. MLA caches only the latent "
-                            f"c_t ({r} numbers per token) and the shared rotated k_pe ({dr})",
+            return [Failure(pick("after init_cache and forward there is no self.kv_cache, but there are self.k_cache / "
+                                 "self.v_cache: the cache holds per-head keys and values. MLA caches only the latent "
+                                 f"c_t ({r} numbers per token) and the shared rotated k_pe ({dr})",
+                                 "调用 init_cache 和 forward 之后没有 self.kv_cache，却有 self.k_cache / "
+                                 "self.v_cache：缓存里存的是每个头的 key 和 value。MLA 只缓存潜在向量 "
+                                 f"c_t（每个 token {r} 个数）和各头共享的已旋转 k_pe（{dr} 个数）"),
                             mistake="cache_expanded_kv")]
-        return [f"after init_cache and forward, self.kv_cache is not a tensor ({type_name(kv)})"]
+        return [pick(f"after init_cache and forward, self.kv_cache is not a tensor ({type_name(kv)})",
+                     f"调用 init_cache 和 forward 之后，self.kv_cache 不是张量（{type_name(kv)}）")]
     want = (B, max_len, r)
     if tuple(kv.shape) != want:
         shape = tuple(kv.shape)
         if kv.numel() > B * max_len * r and (H in shape[2:] or shape[-1] in (H * (dn + dv), dn + dv, H * dn, dn)):
-            return [Failure(f"self.kv_cache has shape {shape}: it holds per-head keys/values expanded from the "
-                            f"latent; it must be {want} (batch, max_len, kv_lora_rank), the normalised latent only",
+            return [Failure(pick(f"self.kv_cache has shape {shape}: it holds per-head keys/values expanded from the "
+                                 f"latent; it must be {want} (batch, max_len, kv_lora_rank), the normalised latent only",
+                                 f"self.kv_cache 的形状是 {shape}：它存的是由潜在向量展开得到的每个头的 key/value；"
+                                 f"应为 {want} (batch, max_len, kv_lora_rank)，只存归一化后的潜在向量"),
                             mistake="cache_expanded_kv")]
-        return [f"self.kv_cache has shape {shape}, expected {want} (batch, max_len, kv_lora_rank)"]
+        return [pick(f"self.kv_cache has shape {shape}, expected {want} (batch, max_len, kv_lora_rank)",
+                     f"self.kv_cache 的形状是 {shape}，应为 {want} (batch, max_len, kv_lora_rank)")]
     if not isinstance(pe, torch.Tensor) or tuple(pe.shape) != (B, max_len, dr):
         got = tuple(pe.shape) if isinstance(pe, torch.Tensor) else type_name(pe)
-        return [f"self.pe_cache is {got}, expected a tensor of shape {(B, max_len, dr)} (batch, max_len, "
-                f"qk_rope_head_dim): one rotated k_pe per token, shared by all heads"]
+        return [pick(f"self.pe_cache is {got}, expected a tensor of shape {(B, max_len, dr)} (batch, max_len, "
+                     f"qk_rope_head_dim): one rotated k_pe per token, shared by all heads",
+                     f"self.pe_cache 是 {got}，应为形状 {(B, max_len, dr)} (batch, max_len, qk_rope_head_dim) "
+                     f"的张量：每个 token 一个已旋转的 k_pe，所有头共享")]
     failures = []
     want_kv = ref["kv_cache"][:, :L].to(torch.float64)
     err = float((kv[:, :L].detach().to(torch.float64) - want_kv).abs().max())
     if not err <= 1e-9 * max(1.0, float(want_kv.abs().max())):
-        failures.append(f"self.kv_cache[:, :{L}] after chunks {list(schedule)} differs from the latents of one "
-                        f"full pass by up to {err:.3g}: store kv_a_layernorm(latent) for each token at its position")
+        failures.append(pick(f"self.kv_cache[:, :{L}] after chunks {list(schedule)} differs from the latents of one "
+                             f"full pass by up to {err:.3g}: store kv_a_layernorm(latent) for each token at its position",
+                             f"按 chunk {list(schedule)} 处理之后，self.kv_cache[:, :{L}] 与一次完整前向得到的潜在向量"
+                             f"最多相差 {err:.3g}：应把每个 token 的 kv_a_layernorm(latent) 存在它自己的位置上"))
     want_pe = ref["pe_cache"][:, :L].to(torch.float64)
     got_pe = pe[:, :L].detach().to(torch.float64)
     err = float((got_pe - want_pe).abs().max())
     if not err <= 1e-9 * max(1.0, float(want_pe.abs().max())):
         raw = _unrotate(want_pe, init.get("rope_theta", 10000.0))
         if float((got_pe - raw).abs().max()) <= 1e-9 * max(1.0, float(raw.abs().max())):
-            failures.append("self.pe_cache holds k_pe before RoPE; cache it already rotated at its own position "
-                            "(it is never rotated again)")
+            failures.append(pick("self.pe_cache holds k_pe before RoPE; cache it already rotated at its own position "
+                                 "(it is never rotated again)",
+                                 "self.pe_cache 存的是 RoPE 之前的 k_pe；应在它自己的位置上旋转后再缓存"
+                                 "（之后不会再旋转）"))
         else:
-            failures.append(f"self.pe_cache[:, :{L}] after chunks {list(schedule)} differs from the rotated k_pe "
-                            f"of one full pass by up to {err:.3g}")
+            failures.append(pick(f"self.pe_cache[:, :{L}] after chunks {list(schedule)} differs from the rotated k_pe "
+                                 f"of one full pass by up to {err:.3g}",
+                                 f"按 chunk {list(schedule)} 处理之后，self.pe_cache[:, :{L}] 与一次完整前向得到的"
+                                 f"已旋转 k_pe 最多相差 {err:.3g}"))
     return failures
 
 
@@ -135,24 +151,32 @@ def check_latent(sub, ref, case) -> list:
     B, L, E = x.shape
     H, dn, dv = init["num_heads"], init["qk_nope_head_dim"], init["v_head_dim"]
     if not isinstance(sub, dict) or not isinstance(sub.get("out"), torch.Tensor):
-        return [f"the decode steps could not be read ({type_name(sub)})"]
+        return [pick(f"the decode steps could not be read ({type_name(sub)})",
+                     f"无法读取解码步骤的结果（{type_name(sub)}）")]
     out, truth = sub["out"], case.truth_obs["out"]
     if tuple(out.shape) != (B, L, E):
-        return [f"{L} decode steps of one token each returned shape {list(out.shape)} in all; expected {[B, L, E]}"]
+        return [pick(f"{L} decode steps of one token each returned shape {list(out.shape)} in all; expected {[B, L, E]}",
+                     f"{L} 个每步一个 token 的解码步骤合起来返回的形状是 {list(out.shape)}；应为 {[B, L, E]}")]
     err = float((out.detach().to(torch.float64) - truth).abs().max())
-    if not err <= 1e-8 * max(1.0, float(truth.abs().max())):
-        return [f"{L} decode steps of one token each (start_pos = 0, 1, ...) differ from the reference by up to "
-                f"{err:.3g}"]
+    if not err <= FLOAT32_LEVEL * max(1.0, float(truth.abs().max())):
+        return [pick(f"{L} decode steps of one token each (start_pos = 0, 1, ...) differ from the reference by up to "
+                     f"{err:.3g}",
+                     f"{L} 个每步一个 token 的解码步骤（start_pos = 0, 1, ...）与参考实现最多相差 {err:.3g}")]
     largest, shape, made_by = sub.get("largest"), sub.get("shape"), sub.get("made_by")
     if not isinstance(largest, int) or not isinstance(shape, list) or not all(isinstance(s, int) for s in shape):
-        return ["the sizes of the tensors made while decoding could not be read"]
+        return [pick("the sizes of the tensors made while decoding could not be read",
+                     "无法读取解码过程中创建的张量的大小")]
     limit = latent_limit(B, case.probe_args["max_len"], init)
     if largest <= limit:
         return []
-    msg = (f"a decode step made a tensor of shape {shape} ({largest} elements, by `{str(made_by)[:40]}`); "
-           f"with {L} cached tokens the latent cache holds {B * case.probe_args['max_len'] * init['kv_lora_rank']} "
-           f"numbers and this case allows {limit}: attend on the latents, with W_UK folded into the query and "
-           f"W_UV applied after the weights")
+    msg = pick(f"a decode step made a tensor of shape {shape} ({largest} elements, by `{str(made_by)[:40]}`); "
+               f"with {L} cached tokens the latent cache holds {B * case.probe_args['max_len'] * init['kv_lora_rank']} "
+               f"numbers and this case allows {limit}: attend on the latents, with W_UK folded into the query and "
+               f"W_UV applied after the weights",
+               f"某个解码步骤创建了形状为 {shape} 的张量（{largest} 个元素，由 `{str(made_by)[:40]}` 创建）；"
+               f"缓存 {L} 个 token 时，潜在向量缓存只有 {B * case.probe_args['max_len'] * init['kv_lora_rank']} "
+               f"个数，本用例最多允许 {limit}：应直接在潜在向量上做注意力，把 W_UK 吸收进 query，"
+               f"并在注意力权重之后再乘 W_UV")
     per_head = H in shape or any(s in (H * dn, H * dv, H * (dn + dv)) for s in shape)
     return [Failure(msg, mistake="naive_decode") if L in shape and per_head else msg]
 

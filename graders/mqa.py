@@ -2,6 +2,7 @@
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "MultiQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can
@@ -63,17 +64,23 @@ def _check_bytes(configs):
             args = _args(cfg)
             want = _expected(*args)
             if not isinstance(got, int) or isinstance(got, bool):
-                fails.append(f"kv_cache_bytes{args} returned {type_name(got)} {got!r}; return an int")
+                fails.append(pick(f"kv_cache_bytes{args} returned {type_name(got)} {got!r}; return an int",
+                                  f"kv_cache_bytes{args} 返回了 {type_name(got)} {got!r}；应返回 int"))
                 continue
             if got != want:
                 seen.append([mid for mid, fn in _WRONG.items() if fn(*args) == got])
-                fails.append(f"kv_cache_bytes(num_layers, hidden_dim, num_heads, num_kv_heads, seq_len, "
-                             f"batch_size, bytes_per_elem) = kv_cache_bytes{args} returned {got}, "
-                             f"expected {want}")
+                fails.append(pick(f"kv_cache_bytes(num_layers, hidden_dim, num_heads, num_kv_heads, seq_len, "
+                                  f"batch_size, bytes_per_elem) = kv_cache_bytes{args} returned {got}, "
+                                  f"expected {want}",
+                                  f"kv_cache_bytes(num_layers, hidden_dim, num_heads, num_kv_heads, seq_len, "
+                                  f"batch_size, bytes_per_elem) = kv_cache_bytes{args} 返回了 {got}，"
+                                  f"期望值为 {want}"))
         if seen and all(s for s in seen):
             common = set.intersection(*(set(s) for s in seen))
             if len(common) == 1:
-                return [Failure(fails[0] + f" ({len(fails)} of {len(configs)} wrong)", mistake=common.pop())]
+                return [Failure(fails[0] + pick(f" ({len(fails)} of {len(configs)} wrong)",
+                                                f"（{len(configs)} 个配置中 {len(fails)} 个错误）"),
+                                mistake=common.pop())]
         return fails[:3]
     return check
 

@@ -6,8 +6,6 @@ sequence's length shows; and write_kv through a slot mapping with padding slots,
 attention over what was written."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from attn_drill.api import Case, Ctx

@@ -7,6 +7,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, MaxNumel, traits
+from attn_drill.i18n import pick
 
 F32_EPS = torch.finfo(torch.float32).eps
 
@@ -64,7 +65,8 @@ def _ring_case(ctx: Ctx, name, B, H, blocks, D, Dv, dtype, causal, scale=None, l
     s = scale if scale is not None else 1.0 / math.sqrt(D)
     rtol = _large_rtol(q, k, s, dtype) if large else None
     limit = B * H * max(max(blocks) ** 2, L * D, L * Dv)
-    trace = (MaxNumel(limit, what=f"{L}x{L} score matrix: hold one block of scores at a time"),) \
+    trace = (MaxNumel(limit, what=pick(f"{L}x{L} score matrix: hold one block of scores at a time",
+                                       f"完整的 {L}x{L} 分数矩阵：每次只保留一个块的分数")),) \
         if memory and limit < B * H * L * L else ()
     return Case(name=name, target="ring_attention", inputs={"q": q, "k": k, "v": v},
                 kwargs={"block_sizes": list(blocks), "causal": causal, "scale": scale}, dtype=dtype, rtol=rtol,

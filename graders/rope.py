@@ -3,6 +3,7 @@ property, RoPE on Q and K inside attention, padding, several head dims and theta
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 
 def rope_table(dim: int, seq_len: int, theta: float) -> torch.Tensor:
@@ -34,20 +35,25 @@ def check_table(sub, ref, case) -> list:
         call = f"precompute_rope_freqs({dim}, {seq_len}, theta={theta:g})"
         if not isinstance(got, torch.Tensor) or not got.is_complex():
             kind = got.dtype if isinstance(got, torch.Tensor) else type_name(got)
-            return [f"{call} returned {kind}; return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})"]
+            return [pick(f"{call} returned {kind}; return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})",
+                         f"{call} 返回了 {kind}；应返回形状为 ({seq_len}, {dim // 2}) 的复数张量（torch.polar）")]
         if tuple(got.shape) != (seq_len, dim // 2):
-            return [f"{call} has shape {tuple(got.shape)}; expected ({seq_len}, {dim // 2}) (positions on rows)"]
+            return [pick(f"{call} has shape {tuple(got.shape)}; expected ({seq_len}, {dim // 2}) (positions on rows)",
+                         f"{call} 的形状是 {tuple(got.shape)}；应为 ({seq_len}, {dim // 2})（每行对应一个位置）")]
         got = got.detach().to("cpu", torch.complex128)
         want = rope_table(dim, seq_len, theta)
         err = float((got - want).abs().max())
         if err <= 2e-5:
             continue
-        msg = f"{call} differs from exp(1j * m * theta^(-2i/dim)) by up to {err:.3g}"
+        msg = pick(f"{call} differs from exp(1j * m * theta^(-2i/dim)) by up to {err:.3g}",
+                   f"{call} 与 exp(1j * m * theta^(-2i/dim)) 最多相差 {err:.3g}")
         for mistake, table in _table_variants(dim, seq_len, theta).items():
             if float((got - table).abs().max()) <= 2e-5:
                 if mistake == "inv_freq_exponent":
-                    return [Failure(msg + " (the exponent is 2i/dim: arange(0, dim, 2) / dim)", mistake=mistake)]
-                return [msg + f" (it looks like {mistake.replace('_', ' ')})"]
+                    return [Failure(msg + pick(" (the exponent is 2i/dim: arange(0, dim, 2) / dim)",
+                                               "（指数应为 2i/dim：arange(0, dim, 2) / dim）"), mistake=mistake)]
+                return [msg + pick(f" (it looks like {mistake.replace('_', ' ')})",
+                                   f"（看起来是 {mistake.replace('_', ' ')}）")]
         return [msg]
     return []
 
@@ -77,17 +83,22 @@ def check_relative(sub, ref, case) -> list:
         for got in (rq, rk):
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
                 shape = list(got.shape) if isinstance(got, torch.Tensor) else type_name(got)
-                return [f"apply_rotary_pos_emb on a (1, 1, {seq_len}, {dim}) input returned {shape}"]
+                return [pick(f"apply_rotary_pos_emb on a (1, 1, {seq_len}, {dim}) input returned {shape}",
+                             f"apply_rotary_pos_emb 对 (1, 1, {seq_len}, {dim}) 的输入返回了 {shape}")]
         rq, rk = rq[0, 0], rk[0, 0]                                                      # (L, D)
         s = rq.double() @ rk.double().T                                                  # (L, L): s[m, n]
         shift = (s[1:, 1:] - s[:-1, :-1]).abs().max()
         if not float(shift) <= 1e-9 * max(1.0, float(s.abs().max())):
-            failures.append(f"head_dim={dim}: q.k after rotation changes when both positions move by one "
-                            f"(|s(m+1, n+1) - s(m, n)| up to {float(shift):.3g}); RoPE scores must depend "
-                            "only on m - n")
+            failures.append(pick(f"head_dim={dim}: q.k after rotation changes when both positions move by one "
+                                 f"(|s(m+1, n+1) - s(m, n)| up to {float(shift):.3g}); RoPE scores must depend "
+                                 "only on m - n",
+                                 f"head_dim={dim}：两个位置同时后移一位时，旋转后的 q.k 发生了变化"
+                                 f"（|s(m+1, n+1) - s(m, n)| 最大为 {float(shift):.3g}）；RoPE 的分数必须只依赖于 "
+                                 "m - n"))
         norms = (rq.double().norm(dim=-1) - q.norm()).abs().max()
         if not float(norms) <= 1e-9 * float(q.norm()):
-            failures.append(f"head_dim={dim}: the rotation changed the vector's length by up to {float(norms):.3g}")
+            failures.append(pick(f"head_dim={dim}: the rotation changed the vector's length by up to {float(norms):.3g}",
+                                 f"head_dim={dim}：旋转改变了向量的长度，最多改变 {float(norms):.3g}"))
     return failures
 
 

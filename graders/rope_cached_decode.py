@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, traits, type_name
+from attn_drill.i18n import pick
 
 TARGET = "RoPECachedAttention"
 
@@ -57,16 +58,19 @@ def check_cache(sub, ref, case) -> list:
     max_len, schedule = case.probe_args["max_len"], case.probe_args["schedule"]
     want = (B, H, max_len, E // H)
     if not isinstance(sub, dict):
-        return [f"the cache could not be read ({type_name(sub)})"]
+        return [pick(f"the cache could not be read ({type_name(sub)})", f"无法读取缓存（{type_name(sub)}）")]
     failures = []
     for name in ("k_cache", "v_cache"):
         got = sub.get(name)
         if not isinstance(got, torch.Tensor):
-            failures.append(f"after init_cache and forward, self.{name} is not a tensor ({type_name(got)})")
+            failures.append(pick(f"after init_cache and forward, self.{name} is not a tensor ({type_name(got)})",
+                                 f"调用 init_cache 和 forward 之后，self.{name} 不是张量（{type_name(got)}）"))
             continue
         if tuple(got.shape) != want:
-            failures.append(f"self.{name} has shape {tuple(got.shape)}, expected {want} "
-                            f"(batch, num_heads, max_len, head_dim)")
+            failures.append(pick(f"self.{name} has shape {tuple(got.shape)}, expected {want} "
+                                 f"(batch, num_heads, max_len, head_dim)",
+                                 f"self.{name} 的形状是 {tuple(got.shape)}，应为 {want} "
+                                 f"(batch, num_heads, max_len, head_dim)"))
             continue
         got = got[:, :, :L].detach().to(torch.float64)
         expect = ref[name][:, :, :L].to(torch.float64)
@@ -77,12 +81,16 @@ def check_cache(sub, ref, case) -> list:
         if name == "k_cache":
             raw = _unrotate(expect, freqs_cis)
             if float((got - raw).abs().max()) <= tol:
-                failures.append(Failure("self.k_cache holds the keys before RoPE (they are rotated when read): "
-                                        "rotate each key once at its own position and cache it rotated",
+                failures.append(Failure(pick("self.k_cache holds the keys before RoPE (they are rotated when read): "
+                                             "rotate each key once at its own position and cache it rotated",
+                                             "self.k_cache 存的是 RoPE 之前的 key（读取时才旋转）：应在每个 key "
+                                             "自己的位置上旋转一次，缓存旋转后的结果"),
                                         mistake="cache_unrotated_keys"))
                 continue
-        failures.append(f"self.{name}[:, :, :{L}] after chunks {list(schedule)} differs from what one full pass "
-                        f"caches by up to {err:.3g}")
+        failures.append(pick(f"self.{name}[:, :, :{L}] after chunks {list(schedule)} differs from what one full pass "
+                             f"caches by up to {err:.3g}",
+                             f"按 chunk {list(schedule)} 处理之后，self.{name}[:, :, :{L}] 与一次完整前向缓存的内容"
+                             f"最多相差 {err:.3g}"))
     return failures
 
 

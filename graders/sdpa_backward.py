@@ -4,6 +4,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, NoAutograd, causal_keep, on_cuda, traits
+from attn_drill.i18n import pick
 
 TARGET = "scaled_dot_product_attention_backward"
 
@@ -30,7 +31,7 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, dtype, mask=None, scale=None, log
     P = torch.softmax(scores, dim=-1)
     return Case(name=name, target=TARGET, inputs={"dO": dO, "Q": Q, "K": K, "V": V, "P": P},
                 kwargs={"scale": s}, dtype=dtype, grad=False, output_names=("dQ", "dK", "dV"),
-                note=note, trace=(NoAutograd("dQ, dK and dV"),),
+                note=note, trace=(NoAutograd(pick("dQ, dK and dV", "dQ、dK 和 dV")),),
                 traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, pad=mask == "pad", large_logits=logit > 1,
                               mask="causal" if mask == "causal" else None))
 

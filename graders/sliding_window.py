@@ -3,6 +3,7 @@
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 TARGET = "SlidingWindowAttention"
 
@@ -20,13 +21,17 @@ def band(L: int, W: int, bidirectional: bool) -> torch.Tensor:
 def _variants(L: int, W: int, bidirectional: bool) -> list:
     wider = band(L, W + 1, bidirectional)
     out = [("window_off_by_one", wider,
-            f"each query sees {'2W+1' if bidirectional else 'W+1'} keys; the window holds "
-            f"{'2W-1' if bidirectional else 'W'} keys, the query's own position included (i - j < W)")]
+            pick(f"each query sees {'2W+1' if bidirectional else 'W+1'} keys; the window holds "
+                 f"{'2W-1' if bidirectional else 'W'} keys, the query's own position included (i - j < W)",
+                 f"每个 query 看到了 {'2W+1' if bidirectional else 'W+1'} 个 key；窗口应包含 "
+                 f"{'2W-1' if bidirectional else 'W'} 个 key，其中包括 query 自己的位置（i - j < W）"))]
     if not bidirectional:
         out.append(("missing_causal", band(L, W, True),
-                    "the causal window must not include keys after the query (j > i)"))
+                    pick("the causal window must not include keys after the query (j > i)",
+                         "因果窗口不能包含 query 之后的 key（j > i）")))
         out.append(("window_wrong_direction", band(L, W, False).T.contiguous(),
-                    "the causal window looks at the future (j >= i); it must look back: i - W < j <= i"))
+                    pick("the causal window looks at the future (j >= i); it must look back: i - W < j <= i",
+                         "因果窗口看向了未来（j >= i）；它必须向后看：i - W < j <= i")))
     return out
 
 
@@ -39,11 +44,14 @@ def check_mask(sub, ref, case) -> list:
     for (L, W, bidirectional), got in zip(MASKS, sub):
         call = f"create_sliding_window_mask({L}, {W}, 'cpu', bidirectional={bidirectional})"
         if not isinstance(got, torch.Tensor):
-            return [f"{call} returned {type_name(got)}; return a bool tensor"]
+            return [pick(f"{call} returned {type_name(got)}; return a bool tensor",
+                         f"{call} 返回了 {type_name(got)}；应返回 bool 张量")]
         if tuple(got.shape) != (L, L):
-            return [f"{call} has shape {tuple(got.shape)}; expected ({L}, {L})"]
+            return [pick(f"{call} has shape {tuple(got.shape)}; expected ({L}, {L})",
+                         f"{call} 的形状是 {tuple(got.shape)}；应为 ({L}, {L})")]
         if got.dtype != torch.bool:
-            return [f"{call} has dtype {got.dtype}; return a bool tensor (True = may attend)"]
+            return [pick(f"{call} has dtype {got.dtype}; return a bool tensor (True = may attend)",
+                         f"{call} 的 dtype 是 {got.dtype}；应返回 bool 张量（True 表示可以关注）")]
         want = band(L, W, bidirectional)
         if torch.equal(got, want):
             continue
@@ -51,12 +59,14 @@ def check_mask(sub, ref, case) -> list:
         i = rows[0]
         seen = got[i].nonzero().flatten().tolist()
         expect = want[i].nonzero().flatten().tolist()
-        msg = f"{call}: query {i} sees keys {seen}, expected {expect}"
+        msg = pick(f"{call}: query {i} sees keys {seen}, expected {expect}",
+                   f"{call}：query {i} 看到的 key 是 {seen}，应为 {expect}")
         for mistake, mask, why in _variants(L, W, bidirectional):
             if torch.equal(got, mask):
-                return [Failure(f"{msg}; {why}", mistake=mistake)]
+                return [Failure(pick(f"{msg}; {why}", f"{msg}；{why}"), mistake=mistake)]
         if torch.equal(got, want.logical_not()):
-            return [msg + "; the mask is inverted (True must mean 'may attend')"]
+            return [msg + pick("; the mask is inverted (True must mean 'may attend')",
+                               "；掩码反了（True 必须表示“可以关注”）")]
         return [msg]
     return []
 

@@ -8,11 +8,10 @@ the cumulative weights for the sampled token) by a margin that the case dtype's 
 cross, so that any correct way of writing the comparisons decides the same."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from attn_drill.api import Case, Ctx, Failure
+from attn_drill.i18n import pick
 
 TARGET = "speculative_verify"
 # how far every uniform stays from a decision boundary, per dtype (rounding of p/q and of a cumsum)
@@ -261,35 +260,46 @@ def check_distribution(sub, ref, case) -> list:
     p, q = case.probe_args["target"].double(), case.probe_args["draft"].double()
     G, V = q.shape
     if not isinstance(sub, dict):
-        return [f"the probe expected (tokens, num_accepted) back; got {type(sub).__name__}"]
+        return [pick(f"the probe expected (tokens, num_accepted) back; got {type(sub).__name__}",
+                     f"探针期望得到 (tokens, num_accepted)；实际得到 {type(sub).__name__}")]
     tokens, n, drafts = sub.get("tokens"), sub.get("num_accepted"), sub.get("drafts")
     if not isinstance(drafts, torch.Tensor):
-        return ["the probe's drafts are missing: was the function called?"]
+        return [pick("the probe's drafts are missing: was the function called?",
+                     "探针的草稿 token 缺失：函数被调用了吗？")]
     for what, t, shape in (("tokens", tokens, (-1, G + 1)), ("num_accepted", n, (-1,))):
         if not isinstance(t, torch.Tensor) or t.is_floating_point() or t.dim() != len(shape) or \
                 (len(shape) == 2 and t.shape[1] != G + 1):
-            got = f"{t.dtype} tensor of shape {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
-            return [f"`{what}` should be an int64 tensor of shape {['B', G + 1][:len(shape)]}; got {got}"]
+            got = pick(f"{t.dtype} tensor of shape {list(t.shape)}", f"形状为 {list(t.shape)} 的 {t.dtype} 张量") \
+                if isinstance(t, torch.Tensor) else type(t).__name__
+            return [pick(f"`{what}` should be an int64 tensor of shape {['B', G + 1][:len(shape)]}; got {got}",
+                         f"`{what}` 应为形状 {['B', G + 1][:len(shape)]} 的 int64 张量；实际是 {got}")]
     N = drafts.shape[0]
     if tokens.shape[0] != N or n.shape[0] != N:
-        return [f"called with B={N}, the function returned {tokens.shape[0]} rows of tokens and {n.shape[0]} counts"]
+        return [pick(f"called with B={N}, the function returned {tokens.shape[0]} rows of tokens and {n.shape[0]} counts",
+                     f"以 B={N} 调用时，函数返回了 {tokens.shape[0]} 行 token 和 {n.shape[0]} 个计数")]
     tokens, n = tokens.long(), n.long()
     # -- the structure of every row: x_0..x_{n-1}, one token in [0, V), then -1
     if bool(((n < 0) | (n > G)).any()):
-        return [f"num_accepted must lie in 0..{G}; got values from {int(n.min())} to {int(n.max())}"]
+        return [pick(f"num_accepted must lie in 0..{G}; got values from {int(n.min())} to {int(n.max())}",
+                     f"num_accepted 必须在 0..{G} 之间；实际取值从 {int(n.min())} 到 {int(n.max())}")]
     pos = torch.arange(G + 1)
     before = pos[None, :] < n[:, None]
     if not torch.equal(tokens[:, :G][before[:, :G]], drafts[before[:, :G]]):
-        return [f"the first num_accepted tokens of a row must be the accepted drafts x_0 .. x_(n-1)"]
+        return [pick("the first num_accepted tokens of a row must be the accepted drafts x_0 .. x_(n-1)",
+                     "每行的前 num_accepted 个 token 必须是被接受的草稿 x_0 .. x_(n-1)")]
     at_n = tokens[torch.arange(N), n]
     bonus = n == G
     if bonus.any() and bool((at_n[bonus] == -1).all()):
-        return [Failure(f"when all {G} drafts are accepted, no bonus token follows (tokens[:, {G}] is -1 in all "
-                        f"{int(bonus.sum())} such rows): sample one more token from p_G", mistake="no_bonus_token")]
+        return [Failure(pick(f"when all {G} drafts are accepted, no bonus token follows (tokens[:, {G}] is -1 in all "
+                             f"{int(bonus.sum())} such rows): sample one more token from p_G",
+                             f"全部 {G} 个草稿都被接受时，后面没有 bonus token（在所有 {int(bonus.sum())} 个这样的行中 "
+                             f"tokens[:, {G}] 都是 -1）：应从 p_G 再采样一个 token"), mistake="no_bonus_token")]
     if bool(((at_n < 0) | (at_n >= V)).any()):
-        return [f"the token at position num_accepted must be a token id in 0..{V - 1} (n + 1 tokens are emitted)"]
+        return [pick(f"the token at position num_accepted must be a token id in 0..{V - 1} (n + 1 tokens are emitted)",
+                     f"位置 num_accepted 上的 token 必须是 0..{V - 1} 之间的 token id（共输出 n + 1 个 token）")]
     if bool((tokens[pos[None, :] > n[:, None]] != -1).any()):
-        return ["after the n + 1 emitted tokens, a row must hold -1"]
+        return [pick("after the n + 1 emitted tokens, a row must hold -1",
+                     "输出的 n + 1 个 token 之后，每行剩下的位置必须是 -1")]
     fails = []
     # -- how many drafts are accepted: the truncated geometric law
     alpha = [float(torch.minimum(p[k], q[k]).sum()) for k in range(G)]
@@ -299,14 +309,19 @@ def check_distribution(sub, ref, case) -> list:
         inverted = [float((q[k] * torch.clamp(q[k] / p[k], max=1.0)).sum()) for k in range(G)]
         seen = ", ".join(str(int(c)) for c in hist)
         want = ", ".join(f"{float(c):.0f}" for c in _n_law(alpha, G) * N)
-        msg = (f"num_accepted over {N} calls is {seen} for n = 0..{G}; the target law (accept with probability "
-               f"min(1, p/q), stop at the first rejection) predicts {want} (chi-square p-value {pv:.2g})")
+        msg = pick(f"num_accepted over {N} calls is {seen} for n = 0..{G}; the target law (accept with probability "
+                   f"min(1, p/q), stop at the first rejection) predicts {want} (chi-square p-value {pv:.2g})",
+                   f"{N} 次调用中 num_accepted 取 n = 0..{G} 的次数为 {seen}；正确的分布（以概率 min(1, p/q) "
+                   f"接受，在第一次拒绝处停止）预测为 {want}（卡方检验 p 值 {pv:.2g}）")
         if _chi2(hist, _n_law(inverted, G)) > 1e-3:
-            fails.append(Failure(msg + ": it fits accepting with min(1, q/p), the ratio upside down",
+            fails.append(Failure(msg + pick(": it fits accepting with min(1, q/p), the ratio upside down",
+                                            "：它符合以 min(1, q/p) 接受，即比值倒过来了"),
                                  mistake="ratio_inverted"))
         elif _chi2(hist, _poisson_binomial(alpha)) > 1e-3:
-            fails.append(Failure(msg + ": it fits counting every accepted draft, as if the drafts after a "
-                                 "rejection still counted", mistake="no_stop_at_rejection"))
+            fails.append(Failure(msg + pick(": it fits counting every accepted draft, as if the drafts after a "
+                                            "rejection still counted",
+                                            "：它符合统计所有通过检验的草稿，好像第一次拒绝之后的草稿仍然计入"),
+                                 mistake="no_stop_at_rejection"))
         else:
             fails.append(msg)
     # -- every position: the emitted token follows p_k
@@ -322,8 +337,10 @@ def check_distribution(sub, ref, case) -> list:
         if int(rows.sum()) >= 200:
             pv = _chi2(_counts(tokens[rows, 1], V), p[1])
             if pv < P_VALUE / V:
-                fails.append(f"after the token {a} at position 0, the token at position 1 does not follow p_1 "
-                             f"(chi-square p-value {pv:.2g} on {int(rows.sum())} calls)")
+                fails.append(pick(f"after the token {a} at position 0, the token at position 1 does not follow p_1 "
+                                  f"(chi-square p-value {pv:.2g} on {int(rows.sum())} calls)",
+                                  f"位置 0 上是 token {a} 时，位置 1 上的 token 不服从 p_1"
+                                  f"（{int(rows.sum())} 次调用，卡方检验 p 值 {pv:.2g}）"))
                 break
     named = [f for f in fails if isinstance(f, Failure)]
     return named + [f for f in fails if not isinstance(f, Failure)]
@@ -333,33 +350,44 @@ def _position_failure(k, tokens, n, p, q, pv, count):
     """A position whose tokens do not follow p_k: name the mistake when the sampled tokens there fit a
     known wrong law (and not the right one)."""
     G, V = q.shape
-    msg = (f"the tokens emitted at position {k} ({count} calls reached it) do not follow the target row p_{k} "
-           f"(chi-square p-value {pv:.2g})")
+    msg = pick(f"the tokens emitted at position {k} ({count} calls reached it) do not follow the target row p_{k} "
+               f"(chi-square p-value {pv:.2g})",
+               f"位置 {k} 上输出的 token（{count} 次调用到达该位置）不服从目标分布的行 p_{k}"
+               f"（卡方检验 p 值 {pv:.2g}）")
     if k == G:
         last = _counts(tokens[n == G, G], V)
         if _chi2(last, p[G - 1]) > 1e-3 and _chi2(last, p[G]) < P_VALUE:
-            return Failure(msg + f": the bonus tokens follow p_{G - 1}, the last draft position's row; the bonus "
-                                 f"comes from p_{G}, the row after it", mistake="bonus_from_last_draft_row")
+            return Failure(msg + pick(f": the bonus tokens follow p_{G - 1}, the last draft position's row; the bonus "
+                                      f"comes from p_{G}, the row after it",
+                                      f"：bonus token 服从 p_{G - 1}，即最后一个草稿位置的行；bonus 应来自它之后的"
+                                      f"那一行 p_{G}"), mistake="bonus_from_last_draft_row")
         return msg
     sampled = _counts(tokens[n == k, k], V)          # the token drawn after a rejection at k
     residual = torch.clamp(p[k] - q[k], min=0)
     if _chi2(sampled, _norm(residual)) >= P_VALUE:
         return msg
     alternatives = [
-        (p[k], "resample_from_target", f"the tokens drawn after a rejection at {k} follow p_{k} itself; draw them "
-                                       f"from norm(max(0, p_{k} - q_{k}))"),
+        (p[k], "resample_from_target",
+         pick(f"the tokens drawn after a rejection at {k} follow p_{k} itself; draw them "
+              f"from norm(max(0, p_{k} - q_{k}))",
+              f"在位置 {k} 被拒绝后采样的 token 服从 p_{k} 本身；应从 norm(max(0, p_{k} - q_{k})) 中采样")),
         (_norm(torch.clamp(p[k + 1] - q[k], min=0)), "residual_next_row",
-         f"the tokens drawn after a rejection at {k} follow norm(max(0, p_{k + 1} - q_{k})): the target row of the "
-         f"next position; use p_{k}"),
+         pick(f"the tokens drawn after a rejection at {k} follow norm(max(0, p_{k + 1} - q_{k})): the target row of the "
+              f"next position; use p_{k}",
+              f"在位置 {k} 被拒绝后采样的 token 服从 norm(max(0, p_{k + 1} - q_{k}))：用的是下一个位置的目标行；"
+              f"应使用 p_{k}")),
         (torch.nn.functional.one_hot(residual.argmax(), V).double(), "residual_argmax",
-         f"after a rejection at {k} the token is always the argmax of max(0, p - q); it must be sampled"),
+         pick(f"after a rejection at {k} the token is always the argmax of max(0, p - q); it must be sampled",
+              f"在位置 {k} 被拒绝后，token 总是 max(0, p - q) 的 argmax；它必须通过采样得到")),
         (_unnormalised_law(residual), "residual_not_normalised",
-         f"the tokens drawn after a rejection at {k} fit max(0, p - q) inverted without dividing by its sum"),
+         pick(f"the tokens drawn after a rejection at {k} fit max(0, p - q) inverted without dividing by its sum",
+              f"在位置 {k} 被拒绝后采样的 token 符合没有除以总和就对 max(0, p - q) 做逆 CDF 的结果")),
     ]
     for law, mistake, why in alternatives:
         if _chi2(sampled, law) > 1e-3:
-            return Failure(msg + ": " + why, mistake=mistake)
-    return msg + f"; the tokens drawn after a rejection at {k} do not follow norm(max(0, p_{k} - q_{k}))"
+            return Failure(msg + pick(": ", "：") + why, mistake=mistake)
+    return msg + pick(f"; the tokens drawn after a rejection at {k} do not follow norm(max(0, p_{k} - q_{k}))",
+                      f"；在位置 {k} 被拒绝后采样的 token 不服从 norm(max(0, p_{k} - q_{k}))")
 
 
 # ---------------------------------------------------------------- the cases

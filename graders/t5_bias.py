@@ -5,6 +5,7 @@ import math
 import torch
 
 from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.i18n import pick
 
 # Printed by Hugging Face transformers' T5Attention._relative_position_bucket (32 buckets, max distance 128).
 ORACLE_REL = [-1, -5, -20, -100, -128, -200, 1, 200]
@@ -37,11 +38,15 @@ def bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distanc
     return torch.tensor(out, dtype=torch.long).reshape(rel.shape)
 
 
+# (mistake, flags, (English, Chinese)): the language is picked when a message is built
 VARIANTS = (
-    ("linear_buckets", dict(linear=True), "distances beyond the exact range must be spaced logarithmically"),
-    ("missing_clamp", dict(clamp=False), "distances beyond max_distance must share the last bucket"),
+    ("linear_buckets", dict(linear=True), ("distances beyond the exact range must be spaced logarithmically",
+                                           "超出精确区间的距离必须按对数间隔分桶")),
+    ("missing_clamp", dict(clamp=False), ("distances beyond max_distance must share the last bucket",
+                                          "超过 max_distance 的距离必须共用最后一个桶")),
     ("no_direction_offset", dict(direction=False),
-     "bidirectional: keys after the query must use the upper half of the buckets (+ num_buckets // 2)"),
+     ("bidirectional: keys after the query must use the upper half of the buckets (+ num_buckets // 2)",
+      "双向模式：query 之后的 key 必须使用上半部分的桶（+ num_buckets // 2）")),
 )
 
 
@@ -58,21 +63,26 @@ def _bucket_case(name, calls, check, note):
 
 
 def _judge(got, rel, want, bidirectional, nb, md, what) -> list:
-    mode = "bidirectional" if bidirectional else "causal"
+    mode = pick("bidirectional", "双向") if bidirectional else pick("causal", "因果")
     if not isinstance(got, torch.Tensor) or got.dtype not in (torch.long, torch.int32, torch.int64):
         kind = got.dtype if isinstance(got, torch.Tensor) else type_name(got)
-        return [f"_relative_position_bucket returned {kind}; return integer bucket ids (torch.long)"]
+        return [pick(f"_relative_position_bucket returned {kind}; return integer bucket ids (torch.long)",
+                     f"_relative_position_bucket 返回了 {kind}；应返回整数桶号（torch.long）")]
     if got.shape != rel.shape:
-        return [f"_relative_position_bucket returned shape {tuple(got.shape)} for input {tuple(rel.shape)}"]
+        return [pick(f"_relative_position_bucket returned shape {tuple(got.shape)} for input {tuple(rel.shape)}",
+                     f"_relative_position_bucket 对形状为 {tuple(rel.shape)} 的输入返回了形状 {tuple(got.shape)}")]
     got = got.long().cpu()
     if torch.equal(got, want):
         return []
     i = int((got != want).nonzero()[0][0])
-    msg = (f"{what} ({mode}, num_buckets={nb}, max_distance={md}): relative position {int(rel[i])} "
-           f"gave bucket {int(got[i])}, expected {int(want[i])}")
+    msg = pick(f"{what} ({mode}, num_buckets={nb}, max_distance={md}): relative position {int(rel[i])} "
+               f"gave bucket {int(got[i])}, expected {int(want[i])}",
+               f"{what}（{mode}，num_buckets={nb}，max_distance={md}）：相对位置 {int(rel[i])} "
+               f"得到桶 {int(got[i])}，应为 {int(want[i])}")
     for mistake, flags, why in VARIANTS:
         if torch.equal(got, bucket(rel, bidirectional, nb, md, **flags)):
-            return [Failure(f"{msg}; {why}", mistake=mistake)]
+            why = pick(*why)
+            return [Failure(pick(f"{msg}; {why}", f"{msg}；{why}"), mistake=mistake)]
     return [msg]
 
 
@@ -84,7 +94,7 @@ def check_oracle(sub, ref, case) -> list:
     rel = torch.tensor(ORACLE_REL)
     for bidirectional, got in zip((True, False), sub):
         want = torch.tensor(ORACLE[bidirectional])
-        fails = _judge(got, rel, want, bidirectional, 32, 128, "T5's own bucket values")
+        fails = _judge(got, rel, want, bidirectional, 32, 128, pick("T5's own bucket values", "T5 自己的桶号"))
         if fails:
             return fails
     return []
@@ -94,7 +104,7 @@ def check_range(sub, ref, case) -> list:
     for (nb, md, bidirectional), got in zip(RANGES, sub):
         rel = torch.arange(-3 * md, 3 * md + 1)
         fails = _judge(got, rel, bucket(rel, bidirectional, nb, md), bidirectional, nb, md,
-                       "bucket ids over a range of distances")
+                       pick("bucket ids over a range of distances", "一段距离范围内的桶号"))
         if fails:
             return fails
     return []
@@ -103,11 +113,14 @@ def check_range(sub, ref, case) -> list:
 def check_grad(sub, ref, case) -> list:
     """The bias must come from the table's parameters, so that training can change it (probe: bias_grads)."""
     if not sub.get("requires_grad"):
-        return [Failure("T5RelativeBias(...)(9) does not depend on any parameter (no grad_fn): the bias table "
-                        "would never learn; index the nn.Embedding without detach() or torch.no_grad()",
+        return [Failure(pick("T5RelativeBias(...)(9) does not depend on any parameter (no grad_fn): the bias table "
+                             "would never learn; index the nn.Embedding without detach() or torch.no_grad()",
+                             "T5RelativeBias(...)(9) 不依赖任何参数（没有 grad_fn）：偏置表永远学不到东西；"
+                             "查 nn.Embedding 时不要用 detach() 或 torch.no_grad()"),
                         mistake="bias_detached")]
     if not sub.get("any_grad"):
-        return [Failure("no parameter of T5RelativeBias receives a gradient from the bias",
+        return [Failure(pick("no parameter of T5RelativeBias receives a gradient from the bias",
+                             "T5RelativeBias 的参数都没有从偏置得到梯度"),
                         mistake="bias_detached")]
     return []
 

@@ -241,7 +241,9 @@ def case_table(cases: list[CaseResult], width: int) -> Table:
         err = Text("")
         if c.max_error is not None:
             ok = c.compare is None or c.compare.get("ok", True)
-            err = Text(f"{num(c.max_error)} {'≤' if ok else '>'} {num(c.allowed)}", style="" if ok else "red")
+            # an element and its own bound (compare's "shown"), so the sign printed is the truth
+            e, a = (c.compare or {}).get("shown") or (c.max_error, c.allowed)
+            err = Text(f"{num(e)} {'≤' if e <= a else '>'} {num(a)}", style="" if ok else "red")
         rows.append([Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype),
                      c.note.replace("+", " + "), verdict, err, f"{c.time_ms:.0f}"])
     cols = [{"name": t("table.case"), "drop": 0, "max": 28}, {"name": t("table.inputs"), "drop": 3, "wrap": True},
