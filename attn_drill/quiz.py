@@ -77,7 +77,8 @@ class Number:
 
 
 def parse_number(text: str) -> float | None:
-    """A number as a person types it: 1024, 1,024, 1_024, 6.4e9, 2**20, 16 KiB / MiB / GiB, 1.5k."""
+    """A number as a person types it: 1024, 1,024, 1_024, 6.4e9, 2**20, 2^20, 16 KiB / MiB / GiB, 1.5k,
+    and products of those (2*32*4096*2 bytes as 2*32*4096*2). No eval: anything else is None."""
     s = text.strip().replace(",", "").replace("_", "").replace(" ", "")
     units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40, "kb": 1e3, "mb": 1e6, "gb": 1e9,
              "tb": 1e12, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "b": 1}
@@ -88,14 +89,12 @@ def parse_number(text: str) -> float | None:
             scale, low = units[u], low[: -len(u)]
             break
     try:
-        if "**" in low:
-            base, exp = low.split("**", 1)
-            return float(base) ** float(exp) * scale
-        if "^" in low:
-            base, exp = low.split("^", 1)
-            return float(base) ** float(exp) * scale
-        return float(low) * scale
-    except (ValueError, OverflowError):
+        value = 1.0
+        for factor in low.replace("**", "^").split("*"):      # a product of powers and plain numbers
+            base, power, exp = factor.partition("^")
+            value *= float(base) ** float(exp) if power else float(base)
+        return value * scale if isinstance(value, float) else None   # (-8)^(1/3) is complex: no answer
+    except (ValueError, OverflowError, ZeroDivisionError):
         return None
 
 

@@ -141,3 +141,14 @@ def test_a_month_of_practice(ws):
     assert all(day["minutes"] <= 60 or len(day["items"]) == 1 for day in plan["plan"])
     md = cli(["plan", "--days", "3", "--markdown"], end)
     assert md.startswith("# study plan: 3 days") and "- [ ] " in md
+
+
+@pytest.mark.parametrize("typed, value", [
+    ("1024", 1024), ("1,024", 1024), ("1_024", 1024), ("6.4e9", 6.4e9), ("2**20", 2 ** 20), ("2^20", 2 ** 20),
+    ("16 KiB", 16 * 1024), ("1.5k", 1500), ("2*32*4096*2", 2 * 32 * 4096 * 2), ("2 * 8 * 128 GiB", 2 * 8 * 128 * 2 ** 30),
+    ("2*2**10", 2048), ("abc", None), ("", None), ("2**", None), ("3*", None), ("(-8)^0.5", None),
+    ("-8^0.5", None), ("__import__('os')", None),
+])
+def test_a_number_is_read_as_a_person_types_it(typed, value):
+    from attn_drill.quiz import parse_number
+    assert parse_number(typed) == value
