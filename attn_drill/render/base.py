@@ -99,8 +99,15 @@ def fitted_table(columns: list[dict], rows: list[list], width: int, **table_kw) 
                 w = max([cell_width(c["name"]), c.get("min") or 0] + [longest_word(r[i]) for r in rows])
             else:
                 w = max([cell_width(c["name"])] + [cell_width(r[i]) for r in rows])
-            total += min(w, c.get("max", w)) + 2      # a space on each side
-        return total
+            total += min(w, c.get("max", w))
+        return total + frame(len(idx))
+
+    def frame(n: int) -> int:
+        """Cells a rich Table adds around n columns: padding, and with a box its edges and dividers."""
+        pad = 2 * n - (0 if table_kw.get("pad_edge", True) else 2)
+        if table_kw.get("box", "default") is None:
+            return pad
+        return pad + (n - 1) + (2 if table_kw.get("show_edge", True) else 0)
 
     for rank in sorted({c["drop"] for c in columns if c["drop"]}, reverse=True):
         if needed(keep) <= width:

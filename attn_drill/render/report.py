@@ -247,7 +247,7 @@ def case_table(cases: list[CaseResult], width: int) -> Table:
         rows.append([Text(c.name, style=STYLE.get(c.status, "")), c.shapes, _short(c.dtype),
                      c.note.replace("+", " + "), verdict, err, f"{c.time_ms:.0f}"])
     cols = [{"name": t("table.case"), "drop": 0, "max": 28}, {"name": t("table.inputs"), "drop": 3, "wrap": True},
-            {"name": t("table.dtype"), "drop": 0}, {"name": t("table.notes"), "drop": 2, "wrap": True},
+            {"name": t("table.dtype"), "drop": 1}, {"name": t("table.notes"), "drop": 2, "wrap": True},
             {"name": t("table.result"), "drop": 0}, {"name": t("table.error"), "drop": 0, "justify": "right"},
             {"name": "ms", "drop": 4, "justify": "right"}]
     return fitted_table(cols, rows, width, show_lines=False, pad_edge=False, expand=False, box=box.SIMPLE_HEAD)
