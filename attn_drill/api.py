@@ -222,6 +222,16 @@ class Ctx:
             raise ValueError(f"unknown mask kind {mask!r}: use None, 'causal' or 'random3d'")
         return kwargs, words
 
+    def chunks(self, length: int, prefill: int, max_chunk: int) -> list[int]:
+        """A decode schedule: a prefill of `prefill` tokens, then random chunks of 1..max_chunk tokens,
+        `length` tokens in all."""
+        out, left = [prefill], length - prefill
+        while left > 0:
+            n = min(left, self.int(1, max_chunk))
+            out.append(n)
+            left -= n
+        return out
+
     def lengths(self, batch: int, length: int, min_len: int = 1) -> torch.Tensor:
         """Valid lengths per batch row: the first row full, the others random in [min_len, length]."""
         lens = torch.randint(min_len, length + 1, (batch,), generator=self.gen)

@@ -156,16 +156,6 @@ def check_state(sub, ref, case) -> list:
 
 
 # ---------------------------------------------------------------- cases
-def chunks(ctx: Ctx, L: int, prefill: int, max_chunk: int) -> list:
-    """A prefill of `prefill` tokens, then random chunks of 1..max_chunk tokens."""
-    out, left = [prefill], L - prefill
-    while left > 0:
-        n = min(left, ctx.int(1, max_chunk))
-        out.append(n)
-        left -= n
-    return out
-
-
 def _case(ctx: Ctx, name, B, H, D, S, W, schedule, dtype, scale=1.0, theta=10000.0, traits=(), rtol=None):
     E, L = H * D, sum(schedule)
     shown = schedule if len(schedule) <= 8 else schedule[:7] + ["..."]
@@ -189,7 +179,7 @@ def cases(ctx: Ctx) -> list[Case]:
     # a long stream with sizes drawn from the seed
     H, D, S, W = ctx.int(1, 3), 2 * ctx.int(2, 4), ctx.int(1, 4), ctx.int(3, 9)
     L = ctx.int(64, 70)
-    out.append(_case(ctx, "long_stream_fp32", 2, H, D, S, W, chunks(ctx, L, ctx.int(1, 20), 16), torch.float32))
+    out.append(_case(ctx, "long_stream_fp32", 2, H, D, S, W, ctx.chunks(L, ctx.int(1, 20), 16), torch.float32))
     out += [
         _case(ctx, "no_sinks_fp64", 2, 3, 6, 0, 4, [5, 1, 3], torch.float64),
         _case(ctx, "one_token_fp64", 3, 2, 6, 4, 3, [1], torch.float64),
@@ -211,6 +201,6 @@ def cases(ctx: Ctx) -> list[Case]:
             L = ctx.int(1, 40)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
             theta = ctx.choice([100.0, 10000.0, 500000.0])
-            out.append(_case(ctx, f"random{i}", B, H, D, S, W, chunks(ctx, L, ctx.int(1, L), 5), dtype,
+            out.append(_case(ctx, f"random{i}", B, H, D, S, W, ctx.chunks(L, ctx.int(1, L), 5), dtype,
                              theta=theta))
     return out

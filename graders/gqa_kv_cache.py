@@ -33,7 +33,7 @@ def _case(ctx, name, B, L, Hq, Hkv, D, dtype, schedule, extra=0, scale=1.0, prob
 
 def _random(ctx: Ctx, name, dtype, L, prefill=None):
     Hkv = ctx.int(1, 3)
-    sched = _kv.schedule_for(ctx, L, prefill or ctx.int(1, L), 4)
+    sched = tuple(ctx.chunks(L, prefill or ctx.int(1, L), 4))
     return _case(ctx, name, ctx.int(1, 3), L, Hkv * ctx.int(1, 3), Hkv, ctx.int(2, 5), dtype, sched,
                  extra=ctx.int(0, 5))
 
@@ -63,6 +63,6 @@ def cases(ctx: Ctx) -> list[Case]:
             Hq = Hkv * ctx.int(1, 3)
             B, L, D = ctx.int(1, 4), ctx.int(2, 19), ctx.int(2, 7)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
-            sched = _kv.schedule_for(ctx, L, ctx.int(1, L), 4)
+            sched = tuple(ctx.chunks(L, ctx.int(1, L), 4))
             out.append(_case(ctx, f"random{i}", B, L, Hq, Hkv, D, dtype, sched, extra=ctx.int(0, 5)))
     return out

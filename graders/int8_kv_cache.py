@@ -147,16 +147,6 @@ def _cache_case(ctx, name, B, H, L, D, dtype, schedule, extra=0, outliers=False,
                 note=f"schedule {list(schedule)}, max_len {L + extra}" + (", outlier key channels" if outliers else ""))
 
 
-def _schedule(ctx: Ctx, L: int, max_chunk: int = 4) -> list[int]:
-    out = [ctx.int(1, L)]
-    left = L - out[0]
-    while left > 0:
-        n = min(left, ctx.int(1, max_chunk))
-        out.append(n)
-        left -= n
-    return out
-
-
 def check_storage(sub, ref, case) -> list:
     """sub: the probe `storage`: the cache's four buffers after the schedule, and the bytes of every
     tensor the cache object holds."""
@@ -306,7 +296,7 @@ def cases(ctx: Ctx) -> list[Case]:
         for i in range(5):
             B, H, L, D = ctx.int(1, 3), ctx.int(1, 4), ctx.int(1, 40), ctx.int(1, 24)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
-            out.append(_cache_case(ctx, f"random_cache{i}", B, H, L, D, dtype, _schedule(ctx, L), extra=ctx.int(0, 4),
+            out.append(_cache_case(ctx, f"random_cache{i}", B, H, L, D, dtype, ctx.chunks(L, ctx.int(1, L), 4), extra=ctx.int(0, 4),
                                    outliers=bool(i % 2)))
         out.append(_dequant_case(ctx, "dequantize_channels_fp32", (3, 9, 6), -2, torch.float32))
         out.append(_zero_case(ctx, "zero_rows_bf16", torch.bfloat16))

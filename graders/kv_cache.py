@@ -108,16 +108,6 @@ def overflow_case(target, init, x, max_len, check):
                 probe_args={"max_len": max_len}, check=check, note="write past max_len")
 
 
-def schedule_for(ctx: Ctx, L: int, prefill: int, max_chunk: int) -> tuple[int, ...]:
-    """A prefill of `prefill` tokens, then random chunks of 1..max_chunk tokens."""
-    out, left = [prefill], L - prefill
-    while left > 0:
-        n = min(left, ctx.int(1, max_chunk))
-        out.append(n)
-        left -= n
-    return tuple(out)
-
-
 def _case(ctx, name, B, L, H, D, dtype, schedule, extra=0, scale=1.0, probe="decode"):
     E = H * D
     note = f"schedule {list(schedule)}, max_len {L + extra}" + (", large logits" if scale > 1 else "")
@@ -129,7 +119,7 @@ def _case(ctx, name, B, L, H, D, dtype, schedule, extra=0, scale=1.0, probe="dec
 
 
 def _random(ctx: Ctx, name, dtype, L, prefill=None):
-    sched = schedule_for(ctx, L, prefill or ctx.int(1, L), 4)
+    sched = tuple(ctx.chunks(L, prefill or ctx.int(1, L), 4))
     return _case(ctx, name, ctx.int(1, 3), L, ctx.int(1, 4), ctx.int(2, 6), dtype, sched, extra=ctx.int(0, 5))
 
 
@@ -153,6 +143,6 @@ def cases(ctx: Ctx) -> list[Case]:
         for i in range(6):
             B, L, H, D = ctx.int(1, 4), ctx.int(2, 19), ctx.int(1, 5), ctx.int(2, 9)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
-            sched = schedule_for(ctx, L, ctx.int(1, L), 4)
+            sched = tuple(ctx.chunks(L, ctx.int(1, L), 4))
             out.append(_case(ctx, f"random{i}", B, L, H, D, dtype, sched, extra=ctx.int(0, 5)))
     return out

@@ -19,16 +19,6 @@ def rope_table(dim: int, rows: int, theta: float) -> torch.Tensor:
     return torch.complex(torch.cos(angle), torch.sin(angle))
 
 
-def schedule_for(ctx: Ctx, L: int, prefill: int, max_chunk: int) -> list[int]:
-    """A prefill of `prefill` tokens, then random chunks of 1..max_chunk tokens."""
-    out, left = [prefill], L - prefill
-    while left > 0:
-        n = min(left, ctx.int(1, max_chunk))
-        out.append(n)
-        left -= n
-    return out
-
-
 def _case(ctx, name, B, H, D, dtype, schedule, extra=0, extra_rows=0, theta=10000.0, scale=1.0):
     L, E = sum(schedule), H * D
     max_len = L + extra
@@ -116,14 +106,14 @@ def cases(ctx: Ctx) -> list[Case]:
     H, D = ctx.int(1, 4), 2 * ctx.int(1, 6)
     L = ctx.int(3, 17)
     out += [
-        _case(ctx, "drawn_sizes_fp64", ctx.int(1, 3), H, D, torch.float64, schedule_for(ctx, L, ctx.int(1, L), 4),
+        _case(ctx, "drawn_sizes_fp64", ctx.int(1, 3), H, D, torch.float64, ctx.chunks(L, ctx.int(1, L), 4),
               extra=ctx.int(0, 4), extra_rows=ctx.int(0, 6), theta=ctx.choice([100.0, 10000.0, 500000.0])),
     ]
     if ctx.full:
         for i in range(6):
             B, L, H, D = ctx.int(1, 4), ctx.int(2, 24), ctx.int(1, 5), 2 * ctx.int(1, 7)
             dtype = ctx.choice([torch.float64, torch.float32, torch.bfloat16])
-            out.append(_case(ctx, f"random{i}", B, H, D, dtype, schedule_for(ctx, L, ctx.int(1, L), 4),
+            out.append(_case(ctx, f"random{i}", B, H, D, dtype, ctx.chunks(L, ctx.int(1, L), 4),
                              extra=ctx.int(0, 5), extra_rows=ctx.int(0, 5),
                              theta=ctx.choice([100.0, 10000.0, 500000.0])))
     return out
