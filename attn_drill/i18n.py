@@ -42,8 +42,9 @@ def has(key: str) -> bool:
 
 def t(_key: str, **kw) -> str:
     en, zh = _entry(_key)
-    text = zh if _lang == "zh" else en
-    return text.format(**kw)
+    if _lang == "zh":
+        return tidy(zh.format(**kw))
+    return en.format(**kw)
 
 
 def tn(_key: str, n: int, **kw) -> str:
@@ -51,9 +52,14 @@ def tn(_key: str, n: int, **kw) -> str:
     return t(f"{_key}.{'one' if n == 1 else 'many'}", n=n, **kw)
 
 
+def labelled(label: str, message: str) -> str:
+    """"warning: x"; after a full-width colon ("警告：") no space."""
+    return label + message if label.endswith("：") else label + " " + message
+
+
 def pick(en: str, zh: str) -> str:
     """One of two texts that come with the data (a problem's statement, a diagnosis)."""
-    return zh if _lang == "zh" and zh else en
+    return _BETWEEN.sub("", zh) if _lang == "zh" and zh else en
 
 
 def index(ix) -> str:
@@ -63,10 +69,18 @@ def index(ix) -> str:
 
 
 _CJK = "\u4e00-\u9fff"
+_CJK_MARKS = "\u3000-\u303f\uff00-\uffef"     # full-width punctuation: ，。（）：；
 _SPACE_AFTER = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9`(])")
 _SPACE_BEFORE = re.compile(f"(?<=[A-Za-z0-9`)])(?=[{_CJK}])")
+_BETWEEN = re.compile(f"(?<=[{_CJK}{_CJK_MARKS}])[ \t]+(?=[{_CJK}{_CJK_MARKS}])")
 
 
 def spaced(text: str) -> str:
     """Chinese text with a space between a Han character and Latin letters or digits, as is usual."""
     return _SPACE_BEFORE.sub(" ", _SPACE_AFTER.sub(" ", text))
+
+
+def tidy(text: str) -> str:
+    """Chinese as it is written: no space between two Chinese characters or marks (a message whose
+    placeholder was filled with Chinese words), one between a Han character and Latin or a digit."""
+    return spaced(_BETWEEN.sub("", text))

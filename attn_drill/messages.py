@@ -15,11 +15,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # ------------------------------------------------------------ check report: first screen
     "report.seed": ("seed {seed}", "种子 {seed}"),
     "report.seconds": ("{s} s", "{s} 秒"),
-    "report.all_passed.one": ("the case passed (outputs and gradients)", "唯一的用例通过（输出和梯度）"),
-    "report.all_passed.many": ("all {n} cases passed (outputs and gradients)", "全部 {n} 个用例通过（输出和梯度）"),
+    "report.all_passed.one": ("the case passed (outputs and gradients)", "这 1 个用例通过（输出和梯度都正确）"),
+    "report.all_passed.many": ("all {n} cases passed (outputs and gradients)", "全部 {n} 个用例通过（输出和梯度都正确）"),
     "report.nothing_ran": ("no case ran", "没有运行任何用例"),
-    "report.skipped.one": (" (1 more case needs CUDA: not run here)", "（另有 1 个用例需要 CUDA，此处未运行）"),
-    "report.skipped.many": (" ({n} more cases need CUDA: not run here)", "（另有 {n} 个用例需要 CUDA，此处未运行）"),
+    "report.skipped.one": ("1 more case needs CUDA: not run here", "另有 1 个用例需要 CUDA，这台机器上没有运行"),
+    "report.skipped.many": ("{n} more cases need CUDA: not run here", "另有 {n} 个用例需要 CUDA，这台机器上没有运行"),
     "report.stub": ("not written yet: grading stops at the first case", "还没写完：评测在第一个用例处停止"),
     "report.cases_failed": ("{failed} of {ran} cases failed", "{ran} 个用例中 {failed} 个未通过"),
     "report.where_failed": (" ({fwd} in the output, {grad} only in the gradients)",
@@ -42,6 +42,34 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.details": ("details: {command}", "详情：{command}"),
     "report.failing": ("failing: {names}", "未通过：{names}"),
     "report.passing": ("passing: {names}", "通过：{names}"),
+    "report.join": ("; ", "；"),
+    "join.list": (", ", "、"),
+    "symptom.softmax_overflow": ("softmax overflow: exp of large scores", "softmax 溢出：对很大的分数取 exp"),
+    "symptom.mask_removes_every_key": ("a mask that hides every key of a row", "掩码遮住了一整行的所有 key"),
+    "symptom.causal_inverted": ("the causal mask turned around", "因果掩码方向反了"),
+    "symptom.mask_inverted": ("the padding mask inverted", "填充掩码取反了"),
+    "symptom.causal_leak": ("future keys visible (a causal leak)", "看到了未来的 key（因果泄漏）"),
+    "symptom.diagonal_masked": ("the diagonal masked too", "对角线也被遮住了"),
+    "symptom.padding_on_query_axis": ("padding masked on the query axis", "填充掩码用在了 query 维上"),
+    "symptom.padding_not_applied": ("the padding mask not applied", "没有应用填充掩码"),
+    "symptom.padding_wrong": ("wrong only in the padded batch elements", "只有带填充的样本出错"),
+    "symptom.gradients_only": ("right outputs, wrong gradients", "输出正确，梯度错误"),
+    "symptom.only": ("fails only with {traits}", "只在{traits}时失败"),
+    "symptom.and": (" and ", "且"),
+    "trait.b1": ("batch 1", "batch 为 1"),
+    "trait.l1": ("length 1", "序列长度为 1"),
+    "trait.lq_ne_lk": ("Lq ≠ Lk", "query 与 key 长度不同"),
+    "trait.dv_ne_d": ("a value width unlike the keys'", "V 的头维与 Q、K 不同"),
+    "trait.large_logits": ("large logits", "logits 很大"),
+    "trait.pad": ("key padding", "有 key 填充"),
+    "trait.causal": ("a causal mask", "有因果掩码"),
+    "trait.mask3d": ("a 3-D mask", "有三维掩码"),
+    "trait.long": ("long sequences", "序列很长"),
+    "trait.h1": ("a single head", "只有一个头"),
+    "rating.again": ("again", "重来"),
+    "rating.hard": ("hard", "困难"),
+    "rating.good": ("good", "良好"),
+    "rating.easy": ("easy", "简单"),
 
     # ------------------------------------------------------------ check report: details
     "report.could_not": ("Your code could not be graded", "你的代码无法评测"),
@@ -52,14 +80,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.inputs_line": ("inputs: {shapes}   dtype: {dtype}", "输入：{shapes}   dtype：{dtype}"),
     "report.grad": ("grad", "梯度"),
     "report.fwd": ("fwd", "前向"),
+    "report.failed_in": ("{verdict} {where}", "{verdict}（{where}）"),
     "report.window": ("got vs expected around index {at}", "索引 {at} 附近：实际值与期望值"),
     "report.at_leading": (" at leading index {at}", "（前导索引 {at}）"),
     "report.at_batch_head": (" at (batch, head) {at}", "（batch, head = {at}）"),
     "report.pooled": (" (max-pooled)", "（最大池化）"),
-    "report.heatmap": ("error of `{tensor}`{lead} over ({rows_axis} ↓, {cols_axis} →), {rows}×{cols}{pooled}; "
-                       "· within tolerance, ░ ▒ ▓ █ = 10×, 100×, 1000×, more:",
-                       "`{tensor}` 的误差{lead}，({rows_axis} ↓，{cols_axis} →)，{rows}×{cols}{pooled}；"
-                       "· 在容差内，░ ▒ ▓ █ = 超出 10 倍、100 倍、1000 倍、更多："),
+    "report.heatmap": ("error of `{tensor}`{lead} over ({rows_axis} ↓, {cols_axis} →), {rows}×{cols}{pooled}; · within tolerance, ░ ▒ ▓ █ = 10×, 100×, 1000×, more:", "`{tensor}` 的误差{lead}（{rows_axis} ↓，{cols_axis} →），{rows}×{cols}{pooled}；· 在容差内，░ ▒ ▓ █ = 超出 10 倍、100 倍、1000 倍、更多："),
     "report.weights_match": ("Your attention weights (the first softmax) match the reference's: the mistake is after "
                              "the softmax (weights @ V, merging the heads, or the output projection).",
                              "你的注意力权重（第一个 softmax）与参考实现一致：错误在 softmax 之后（weights @ V、"
@@ -67,10 +93,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.weights_differ": ("Your attention weights (the first softmax) already differ from the reference's, so "
                               "the mistake is in the scores, the masks or the softmax.",
                               "你的注意力权重（第一个 softmax）已经与参考实现不同，所以错误在分数、掩码或 softmax 中。"),
-    "report.weights_map": ("|yours - reference|{lead} over (query ↓, key →), {rows}×{cols}{pooled}; "
-                           "· equal, ░ ▒ ▓ █ up to 1e-3, 1e-2, 0.1, more:",
-                           "|你的 - 参考|{lead}，(query ↓，key →)，{rows}×{cols}{pooled}；"
-                           "· 相等，░ ▒ ▓ █ 不超过 1e-3、1e-2、0.1、更大："),
+    "report.weights_map": ("|yours - reference|{lead} over (query ↓, key →), {rows}×{cols}{pooled}; · equal, ░ ▒ ▓ █ up to 1e-3, 1e-2, 0.1, more:", "|你的 - 参考|{lead}（query ↓，key →），{rows}×{cols}{pooled}；· 相等，░ ▒ ▓ █ 不超过 1e-3、1e-2、0.1、更大："),
     "cmp.differs": ("`{name}`: {bad} of {total} elements ({share}%) differ; greatest difference {worst} at {at} "
                     "(allowed {allowed} + {rtol}·|expected|)",
                     "`{name}`：{total} 个元素中有 {bad} 个（{share}%）不一致；最大差值 {worst}，位于 {at}"
@@ -103,6 +126,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
                        "own code, not by torch.autograd",
                        "你的函数内部让 autograd 运行了 {n} 个算子（{names}）：{what}必须由你自己的代码计算，不能交给 "
                        "torch.autograd"),
+    "trace.incomplete": ("your code ran {n} operations in this case, more than the op recorder keeps: the rules "
+                         "on the ops it runs cannot be checked; write it with fewer, larger operations",
+                         "你的代码在这个用例里执行了 {n} 个运算，超过了记录器能保存的数量，无法检查关于运算的规则；"
+                         "请用更少、更大的运算来写"),
+    "trace.peak": ("your code held {got} MiB at once while this case ran (measured by the operating system, "
+                   "whatever made it: torch, numpy or lists); the limit is {limit} MiB: do not build the {what}",
+                   "运行这个用例时你的代码同时占用了 {got} MiB 内存（由操作系统测得，无论来自 torch、numpy 还是列表）；"
+                   "上限是 {limit} MiB：不要构造{what}"),
     "trace.the_backward": ("the backward pass", "反向传播"),
     "judge.an_object": ("a {type} object", "一个 {type} 对象"),
     "judge.a_tensor": ("tensor of shape {shape}, {dtype}, on {device}", "形状为 {shape}、{dtype}、位于 {device} 的张量"),
@@ -134,16 +165,19 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "`{name}` 有 {n} 个 NaN/inf，第一个位于索引 {at}；期望值全部是有限数"),
 
     # ------------------------------------------------------------ the engine
+    "engine.no_peak": ("the peak memory of a case could not be measured here (no /proc): its memory rule was not "
+                       "checked", "这里无法测量用例的峰值内存（没有 /proc）：该用例的内存规则未检查"),
     "engine.no_case": ("no case '{case}' for {id} with seed {seed}{full}; cases: {names}",
                        "{id} 在种子 {seed} 下没有名为 '{case}' 的用例{full}；用例有：{names}"),
     "engine.try_full": (" (try --full)", "（试试 --full）"),
     "engine.no_cuda": ("{reason}; this machine has no CUDA", "{reason}；这台机器没有 CUDA"),
     "engine.unreadable_reply": ("your code's grading process sent back a reply that cannot be read ({why})",
                                 "评测你的代码的进程发回了无法读取的回复（{why}）"),
-    "engine.full_float64": ("float32-level error in a float64 case (relative error {err}): this problem asks "
-                            "float64 inputs to be computed in float64 (a .float() or a float32 constant?)",
-                            "float64 用例中出现 float32 级别的误差（相对误差 {err}）：本题要求 float64 输入全程用 float64 "
-                            "计算（是不是用了 .float() 或 float32 常数？）"),
+    "engine.full_float64": ("float32-level error in a float64 case (relative error {err}, above the float64 bound "
+                            "{bound}): the statement asks float64 inputs to be computed in float64 in what this case "
+                            "checks (a .float() or a float32 constant?)",
+                            "float64 用例中出现 float32 级别的误差（相对误差 {err}，超过 float64 的界 {bound}）：题目要求"
+                            "本用例所检查的部分对 float64 输入全程用 float64 计算（是不是用了 .float() 或 float32 常数？）"),
     "engine.precision_note": ("float32-level error in a float64 case (relative error {err}): a float32 constant "
                               "(torch.tensor of Python floats is float32), a .float() upcast, or a float32 buffer? "
                               "It passes: in float64 cases, rounding at float32 level is not a mistake of logic",
@@ -171,11 +205,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "room.unreadable": ("your code's grading process sent back something that cannot be read ({why})",
                         "评测你的代码的进程发回了无法读取的内容（{why}）"),
     "room.not_protocol": ("not a message of this protocol", "不是本协议的消息"),
-    "room.too_big": ("your code's grading process sent back more than a reply may hold",
-                     "评测你的代码的进程发回的内容超过了回复允许的大小"),
+    "room.too_big": ("your code's results for this case are larger than a reply may hold ({mib} MiB): do its outputs "
+                     "have the shapes the statement asks for, and does it print less?",
+                     "你的代码在这个用例上的结果超过了回复允许的大小（{mib} MiB）：输出的形状是否符合题目要求？打印的内容能否少一些？"),
 
     "room.stopped": ("{what} was raised inside your code; graded code must return a value, not stop the program",
                      "你的代码中抛出了 {what}；评测代码应当返回结果，而不是终止程序"),
+    "room.not_own": ("private attributes may be used only on objects of your own classes, and this `self` (or `cls`) "
+                     "is a {kind}",
+                     "私有属性只能用在你自己定义的类的对象上，而这里的 `self`（或 `cls`）是 {kind}"),
+    "room.too_deep": ("your file is nested too deeply to compile (an expression or block thousands of levels deep); "
+                      "write it flat",
+                      "你的文件嵌套得太深，无法编译（某个表达式或代码块嵌套了成千上万层）；请写得扁平一些"),
     "room.memory": ("ran out of memory ({what}); does something allocate far more than the inputs need?",
                     "内存不足（{what}）；是不是有地方分配了远超输入所需的内存？"),
     "room.not_module": ("`{target}(...)` built a {type}, not a torch.nn.Module", "`{target}(...)` 构造出的是 {type}，不是 torch.nn.Module"),
@@ -219,6 +260,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "(attn-drill new {id} --dir /tmp shows them)",
                     "你的文件没有定义 `{name}`；它定义了：{listed}。请保留模板中的名字（attn-drill new {id} --dir /tmp "
                     "可以查看）"),
+    "vet.forbidden": ("uses `{name}`, which this problem forbids: write it by hand", "使用了本题禁止的 `{name}`：请手写实现"),
 
     # ------------------------------------------------------------ what graded code may not use
     "policy.import": ("`import {module}`: graded code may import only torch, math, numpy and a few standard modules "
@@ -239,22 +281,29 @@ MESSAGES: dict[str, tuple[str, str]] = {
                               "评测代码中 `{name}` 只能以 `{name}.<属性>` 的形式使用"),
     "policy.literal_attr": ("`{name}` may be used only in a call with a literal attribute name",
                             "`{name}` 只能在属性名为字面量的调用中使用"),
+    "policy.reserved": ("`{name}` is a name the grader uses; choose another name",
+                        "`{name}` 是评测器使用的名字；请换一个名字"),
     "policy.computed_attr": ("`{name}` with a computed attribute name is allowed only on self; write the attribute out",
                              "属性名是计算得到的 `{name}` 只允许用在 self 上；请直接写出属性名"),
+    "policy.too_deep": ("this file is nested too deeply to be checked (an expression or block thousands of levels "
+                        "deep); write it flat",
+                        "这个文件嵌套得太深，无法检查（某个表达式或代码块嵌套了成千上万层）；请写得扁平一些"),
+    "policy.helper_package": ("`{name}` is a folder: graded code may import helper files beside it ({name}.py), not "
+                              "packages", "`{name}` 是一个文件夹：评测代码只能导入同目录下的辅助文件（{name}.py），不能导入包"),
+    "policy.helper_link": ("`{name}` is a symbolic link: a helper file must be a file of its own",
+                           "`{name}` 是符号链接：辅助文件必须是一个真实的文件"),
+    "policy.helper_unreadable": ("`{name}` cannot be read as UTF-8 text", "无法以 UTF-8 文本读取 `{name}`"),
     "policy.denied_def": ("defining `{name}` is not allowed in graded code: it changes how torch or Python dispatch",
                           "评测代码中不允许定义 `{name}`：它会改变 torch 或 Python 的分派方式"),
 
     # ------------------------------------------------------------ check
     "check.total": ("{passed} of {total} problems pass", "{total} 道题中 {passed} 道通过"),
     "check.next": ("next:", "下一题："),
-    "check.drill_done": ("re-drill of {id} passed (rated {rating}); the next one is due on {date}: attn-drill today",
-                         "{id} 的重练通过（评为 {rating}）；下一次在 {date}：attn-drill today"),
-    "check.scheduled": ("{id} is in your re-drills now (rated {rating}): redo it from memory on {date}; attn-drill "
-                        "today lists what is due", "{id} 已加入重练（评为 {rating}）：请在 {date} 凭记忆重做；"
-                        "attn-drill today 会列出到期的内容"),
+    "check.drill_done": ("re-drill of {id} passed (rated {rating}); the next one is due on {date}: attn-drill today", "{id} 的重练通过（评为{rating}）；下一次在 {date}：attn-drill today"),
+    "check.scheduled": ("{id} is in your re-drills now (rated {rating}): redo it from memory on {date}; attn-drill today lists what is due", "{id} 已加入重练（评为{rating}）：请在 {date} 凭记忆重做；attn-drill today 会列出到期的内容"),
 
     # ------------------------------------------------------------ list and show
-    "list.heading": ("attn-drill problems ({n})", "attn-drill 题库（{n} 道）"),
+    "list.heading": ("attn-drill problems ({n})", "attn-drill 题库（共 {n} 道）"),
     "list.id": ("id", "id"),
     "list.title": ("title", "题目"),
     "list.level": ("level", "难度"),
@@ -277,6 +326,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "show.required": ("Required: {names}", "必须使用：{names}"),
     "show.next": ("{n} hints: attn-drill hint {id}   ·   start: attn-drill new {id}",
                   "{n} 条提示：attn-drill hint {id}   ·   开始：attn-drill new {id}"),
+    "show.heading": ("{id}: {title}  [{level}, ~{minutes} min, {tags}]", "{id}：{title}（{level}，约 {minutes} 分钟，{tags}）"),
 
     # ------------------------------------------------------------ the command line
     "cli.bug": ("the tool itself failed (not your code; please report this, with ATTN_DRILL_DEBUG=1 for the "
@@ -296,6 +346,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "watch.check_no": ("check #{n} at {at}", "第 {n} 次检查，{at}"),
     "watch.checking_short": ("checking…", "检查中…"),
     "watch.checking": ("checking {files}…", "正在检查 {files}…"),
+    "watch.elapsed": ("{s} s (limit {limit} s)", "已用 {s} 秒（上限 {limit} 秒）"),
     "watch.previous": ("(below: the report of the previous save)", "（下面是上一次保存的报告）"),
     "watch.keys": ("save to re-check · d details · r re-check · q quit", "保存即重新检查 · d 详情 · r 重新检查 · q 退出"),
     "watch.not_checked": ("not checked yet", "尚未检查"),
@@ -314,9 +365,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.count.many": ("{n} problems, {time}", "{n} 道题，{time}"),
     "mock.on_clock": ("on the clock", "开始计时"),
     "mock.time_left": ("left", "剩余"),
-    "mock.edit": ("Edit {files} in {folder} with your editor. Check from here (c), or in another terminal: "
-                  "cd {folder} && attn-drill check", "用你的编辑器修改 {folder} 中的 {files}。在这里按 c 检查，或在另一个终端："
-                  "cd {folder} && attn-drill check"),
+    "mock.edit": ("Edit {files} in {folder} with your editor. Check from here (c), or in another terminal: cd {folder} && attn-drill check", "用你的编辑器修改 {folder} 中的 {files}。在这里按 c 检查，或在另一个终端中运行：cd {folder} && attn-drill check"),
     "mock.no_terminal": ("no terminal here: keys are off, the clock runs until {ends}; check in another terminal "
                          "(cd {folder} && attn-drill check); Ctrl-C pauses", "这里没有终端：按键不可用，计时到 {ends} 结束；"
                          "请在另一个终端检查（cd {folder} && attn-drill check）；Ctrl-C 暂停"),
@@ -329,16 +378,27 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.hints": ("hints", "提示"),
     "mock.no_check_yet": ("not checked yet", "尚未检查"),
     "mock.green_at": ("(green at {at})", "（{at} 时通过）"),
-    "mock.looks_like": ("looks like {id}: {why}", "看起来是 {id}：{why}"),
+    "mock.looks_like": ("looks like {id}: {why}", "看起来是{id}：{why}"),
     "mock.keys": ("keys: c check all · l last reports · u follow-ups · h hint · s statements · f finish now · "
                   "Ctrl-C pause", "按键：c 全部检查 · l 最近的报告 · u 追问 · h 提示 · s 题目 · f 立即结束 · Ctrl-C 暂停"),
     "mock.followups_ready": ("passed: {ids}. The interviewer has follow-up questions: press u",
                              "已通过：{ids}。面试官有追问：按 u"),
-    "mock.no_followups": ("no follow-up questions now: pass a problem first (its questions are asked once)",
-                          "现在没有追问：先通过一道题（每道题的追问只问一次）"),
-    "mock.followups_done": ("follow-ups of {id}: {right} of {n} right", "{id} 的追问：{n} 题答对 {right} 题"),
-    "mock.followups_card": ("follow-ups (apart from the score): {right} of {n} right ({per})",
-                            "追问（不计入得分）：{n} 题答对 {right} 题（{per}）"),
+    "mock.no_followups": ("no follow-up questions now: pass a problem first (its questions are asked once)", "现在没有追问：先通过一道题（每道题的追问只问一次）"),
+    "mock.followups_all_asked": ("the follow-up questions of {ids} were asked already; pass another problem for more", "{ids} 的追问已经问过了；再通过一道题就有新的追问"),
+    "mock.right_of": ("{right} of {n} right", "答对 {right}/{n}"),
+    "mock.followups_row": ("follow-ups: {result}", "追问：{result}"),
+    "mock.back_to_clock": ("press any key to go back to the clock", "按任意键回到计时界面"),
+    "mock.reviewed": ("{id}: rated {rating} in your re-drills; redo it from memory on {date}", "{id}：在重练中评为{rating}；请在 {date} 凭记忆重做"),
+    "mock.at_level": ("picked at your level ({levels}; --difficulty picks another)", "按你的水平选题（{levels}；用 --difficulty 可另选）"),
+    "mock.at_level_new": ("picked among {levels} problems: you have not passed one yet (--difficulty picks another)", "从{levels}题目中选题：你还没有通过任何一道题（用 --difficulty 可另选）"),
+    "mock.none_fit": ("no problem at this level fits in {minutes} min: {id}, the shortest, takes about {est} min", "这个难度没有能在 {minutes} 分钟内完成的题目：最短的 {id} 也需要约 {est} 分钟"),
+    "mock.fewer_fit.one": ("only 1 problem fits in {minutes} min (about {est} min), not {count}", "{minutes} 分钟内只放得下 1 道题（约 {est} 分钟），而不是 {count} 道"),
+    "mock.fewer_fit.many": ("only {n} problems fit in {minutes} min (about {est} min), not {count}", "{minutes} 分钟内只放得下 {n} 道题（约 {est} 分钟），而不是 {count} 道"),
+    "mock.md_title": ("Mock interview {id}", "模拟面试 {id}"),
+    "mock.md_heading": ("{i}. {title} ({file}, {level}, ~{minutes} min)", "{i}. {title}（{file}，{level}，约 {minutes} 分钟）"),
+    "mock.rules": ("Interface: {interface}. Forbidden: {forbidden}.", "接口：{interface}。禁止使用：{forbidden}。"),
+    "mock.followups_done": ("follow-ups of {id}: {right} of {n} right", "{id} 的追问：答对 {right}/{n} 题"),
+    "mock.followups_card": ("follow-ups (apart from the score): {right} of {n} right ({per})", "追问（不计入得分）：答对 {right}/{n} 题（{per}）"),
     "mock.ask_hint": ("hint for which problem? press 1-{n} (any other key cancels)", "要哪道题的提示？按 1-{n}（其他键取消）"),
     "mock.ask_finish": ("finish now and grade? press y to confirm, any other key to go on",
                         "现在结束并评分？按 y 确认，其他键继续"),
@@ -352,9 +412,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.all_hints": ("all {n} hints for {id} are shown already", "{id} 的 {n} 条提示已全部显示"),
     "mock.hint_counts": ("this hint counts against the mock", "这条提示会计入模拟面试的扣分"),
     "mock.paused": ("paused", "已暂停"),
-    "mock.paused_left": ("{id} with {left} left. Continue with: attn-drill mock --resume{where}",
-                         "{id}，剩余 {left}。继续：attn-drill mock --resume{where}"),
-    "mock.from": (" (from {folder})", "（在 {folder} 中）"),
+    "mock.paused_left": ("{id} with {left} left. Continue with: attn-drill mock --resume", "{id}，剩余 {left}。继续：attn-drill mock --resume"),
     "mock.grading_all": ("{reason}: grading everything…", "{reason}：正在评测全部题目…"),
     "mock.time_up": ("time is up", "时间到"),
     "mock.time_was_up": ("time was already up", "时间已经用完"),
@@ -372,8 +430,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.v.running": ("running", "进行中"),
     "mock.v.paused": ("paused", "已暂停"),
     "mock.v.finished": ("finished", "已结束"),
-    "mock.summary": ("{passed} of {total} passed · {hints} hints · time used {used} of {seconds} · score {score}",
-                     "{total} 道题通过 {passed} 道 · 提示 {hints} 次 · 用时 {used} / {seconds} · 得分 {score}"),
+    "mock.summary": ("{passed} of {total} passed · {hints} hints · time used {used} of {seconds} · score {score}", "通过 {passed}/{total} 道题 · 提示 {hints} 次 · 用时 {used} / {seconds} · 得分 {score}"),
     "mock.how_scored": ("How it is scored: a problem that passes at the end scores 1, less 0.25 per hint (at least "
                         "0.25); 0 if it fails or its solution was viewed. The verdict reads the mean: strong pass "
                         "≥ 0.9, pass ≥ 0.6, borderline ≥ 0.3, else no pass.",
@@ -386,14 +443,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "mock.time": ("time", "用时"),
     "mock.passed": ("passed", "通过"),
     "mock.verdict_col": ("verdict", "结论"),
-    "mock.none_yet": ("No mock interviews here yet: attn-drill mock", "这里还没有模拟面试记录：attn-drill mock"),
+    "mock.none_yet": ("No mock interviews yet: attn-drill mock", "还没有模拟面试记录：attn-drill mock"),
     "mock.too_many": ("too many mock folders named {base}-* in {parent}", "{parent} 中名为 {base}-* 的模拟面试文件夹太多了"),
     "mock.unfinished": ("note: mock {id} is unfinished; continue it with: attn-drill mock --resume",
                         "提示：模拟面试 {id} 尚未结束；继续：attn-drill mock --resume"),
     "mock.folder_gone": ("the mock folder {folder} is gone; start a new one with: attn-drill mock",
                          "模拟面试文件夹 {folder} 不见了；开始新的一场：attn-drill mock"),
     "mock.no_mock_in": ("{folder} holds no mock interview", "{folder} 中没有模拟面试"),
-    "mock.missing_from": ("the mock {id} is missing from {folder}", "{folder} 中缺少模拟面试 {id}"),
+    "mock.missing_from": ("the mock {id} is missing from {folder}", "{folder} 中找不到模拟面试 {id}"),
     "mock.already_finished": ("the mock {id} is already finished; start another: attn-drill mock",
                               "模拟面试 {id} 已经结束；开始新的一场：attn-drill mock"),
     "mock.running_elsewhere": ("the mock {id} is running in another terminal (process {pid})",
@@ -453,8 +510,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "new.backup": ("kept a backup of your file: {file}", "已保留你的文件的备份：{file}"),
 
     # ------------------------------------------------------------ the progress file
-    "state.damaged": ("progress file {file} was damaged ({why}); kept it as {kept} and started afresh",
-                      "进度文件 {file} 已损坏（{why}）；已另存为 {kept}，并重新开始记录"),
+    "state.damaged": ("progress file {file} was damaged ({why}); kept it as {kept} and started afresh (there was no last good copy to restore)", "进度文件 {file} 已损坏（{why}）；已另存为 {kept}，并重新开始记录（没有可恢复的上一份完好副本）"),
+    "state.restored": ("progress file {file} was damaged ({why}); kept it as {kept} and restored its last good copy ({copy}, saved {when})", "进度文件 {file} 已损坏（{why}）；已另存为 {kept}，并恢复了上一份完好的副本（{copy}，保存于 {when}）"),
+    "state.adopted": ("moved the progress kept in {file} into your progress ({home}), one for all your folders; the old file is kept as {kept}", "已把 {file} 中的进度并入你的进度（{home}，所有文件夹共用一份）；旧文件另存为 {kept}"),
     "state.damaged_stuck": ("progress file {file} is damaged ({why}) and could not be moved aside ({error}); it is "
                             "left as it is, and progress is not saved until you move it away",
                             "进度文件 {file} 已损坏（{why}），且无法移到一边（{error}）；保持原样，在你移走它之前进度不会保存"),
@@ -489,26 +547,36 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "progress.failing": ("{n} failing", "{n} 道未通过"),
     "progress.by_tag": ("By tag:", "按标签："),
     "progress.no_mocks": ("No mock interviews yet: attn-drill mock", "还没有模拟面试：attn-drill mock"),
+    "progress.other_tags.one": ("1 other tag not started", "另有 1 个标签未开始"),
+    "progress.other_tags.many": ("{n} other tags not started", "另有 {n} 个标签未开始"),
+    "progress.no_tag_yet.one": ("nothing solved yet (1 tag)", "还没有解决任何题目（共 1 个标签）"),
+    "progress.no_tag_yet.many": ("nothing solved yet ({n} tags)", "还没有解决任何题目（共 {n} 个标签）"),
+    "progress.kept_in": ("your progress is kept in {file}, one for all your folders (to move it, move the folder and set ATTN_DRILL_HOME)", "你的进度保存在 {file}，所有文件夹共用一份（要移动它：移动这个文件夹，并设置 ATTN_DRILL_HOME）"),
     "progress.retention": ("From memory:", "凭记忆："),
-    "progress.retention_counts": ("re-drills due today {due}, overdue {overdue}; passed from memory at least once: "
-                                  "{memory} of {tracked}", "今天到期的重练 {due}，逾期 {overdue}；至少凭记忆通过一次："
-                                  "{tracked} 道中 {memory} 道"),
+    "progress.retention_counts": ("re-drills due today {due}, overdue {overdue}; passed from memory at least once: {memory} of {tracked}", "今天到期的重练 {due} 道，逾期 {overdue} 道；至少凭记忆通过过一次的：{memory}/{tracked} 道"),
 
     # ------------------------------------------------------------ grade
     "grade.heading": ("grading {n} of {everyone} student(s){where} on {problems} with {workers} worker(s), seed {seed}",
                       "评测 {everyone} 名学生中的 {n} 名{where}，题目 {problems}，{workers} 个并行进程，种子 {seed}"),
     "grade.shard": (", shard {i}/{n}", "，分片 {i}/{n}"),
     "grade.isolation": ("isolation:", "隔离："),
-    "grade.sandboxed": ("OS sandbox (bubblewrap): no network, read-only system, private /tmp and /proc, only the "
-                        "student's copy writable, every process ended with its student",
-                        "操作系统沙箱（bubblewrap）：无网络，系统只读，私有的 /tmp 和 /proc，只有学生的副本可写，"
-                        "学生的所有进程随评测结束"),
-    "grade.not_sandboxed": ("no OS sandbox ({why}): each grading is a separate process with an audit hook that refuses "
-                            "writes outside the student's copy, processes and sockets, but code that uses native calls "
-                            "is not contained; use --require-sandbox or the container recipe in docs/classroom.md for "
-                            "untrusted classes", "没有操作系统沙箱（{why}）：每次评测是独立进程，审计钩子拒绝在学生副本之外"
-                            "写文件、启动进程和使用套接字，但使用原生调用的代码无法被限制；对不可信的班级请使用 "
-                            "--require-sandbox 或 docs/classroom.md 中的容器方案"),
+    "grade.sandboxed": ("OS sandbox (bubblewrap): no network, read-only system, only the student's copy writable, "
+                        "private /proc and a private /tmp counted in the memory limit, at most 256 processes, every "
+                        "process of a student ended before each copy of their files and when their grading ends",
+                        "操作系统沙箱（bubblewrap）：无网络，系统只读，只有学生的副本可写，私有的 /proc，私有的 /tmp 计入内存上限，"
+                        "最多 256 个进程；每次复制学生文件之前以及评测结束时，结束该学生的所有进程"),
+    "grade.not_sandboxed": ("NO OS SANDBOX ({why}), as --no-sandbox asks. Each grading is a process of its own whose "
+                            "Python-level guards refuse, to the student's code, other folders, new processes, sockets "
+                            "and native libraries. NOT protected: files anywhere you can write, written by native "
+                            "code (torch, numpy); processes started by native code, which may outlive the grading; "
+                            "reading files you can read outside the class folder; the machine's memory and CPU, "
+                            "shared with everything else you run. Grade untrusted classes with bubblewrap "
+                            "(apt-get install bubblewrap) or the container recipe in docs/classroom.md",
+                            "没有操作系统沙箱（{why}），这是 --no-sandbox 的要求。每次评测是独立进程，其 Python 层的防护"
+                            "拒绝学生代码访问其他文件夹、创建新进程、使用套接字和本地库。以下**不受保护**：本地代码（torch、"
+                            "numpy）可以写入你有权写入的任何文件；本地代码启动的进程可能在评测结束后仍在运行；可以读取班级"
+                            "文件夹之外你有权读取的文件；机器的内存和 CPU 与你运行的其他程序共用。评测不可信的班级时请使用 "
+                            "bubblewrap（apt-get install bubblewrap）或 docs/classroom.md 中的容器方案"),
     "grade.progress": ("grading", "评测中"),
     "grade.running": ("running: {who}", "进行中：{who}"),
     "grade.student": ("student", "学生"),
@@ -545,25 +613,37 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "grade.fail_under": ("--fail-under is a percentage between 0 and 100", "--fail-under 是 0 到 100 之间的百分比"),
     "grade.no_students": ("{root} holds no student folders; the layout is {name}/<student>/<id>.py",
                           "{root} 中没有学生文件夹；目录结构应为 {name}/<学生>/<id>.py"),
-    "grade.require_sandbox": ("--require-sandbox: no OS sandbox ({why}); refusing to grade",
-                              "--require-sandbox：没有操作系统沙箱（{why}）；拒绝评测"),
+    "grade.require_sandbox": ("no OS sandbox can be made here ({why}), so the students' code would run with "
+                              "Python-level guards only; refusing to grade. Install bubblewrap (apt-get install "
+                              "bubblewrap), or pass --no-sandbox to grade anyway (it says what is not protected)",
+                              "这里无法创建操作系统沙箱（{why}），学生的代码只会受到 Python 层的防护；拒绝评测。请安装 "
+                              "bubblewrap（apt-get install bubblewrap），或加上 --no-sandbox 仍然评测（它会说明哪些方面不受保护）"),
+    "grade.skipped_link": ("{file} is a symbolic link: not graded (hand in the file itself)",
+                           "{file} 是符号链接：未评测（请提交文件本身）"),
+    "grade.skipped_size": ("{file} is larger than {mib} MiB: not graded", "{file} 大于 {mib} MiB：未评测"),
+    "grade.skipped_unreadable": ("{file} cannot be read (not a regular file, or no permission): not graded",
+                                 "无法读取 {file}（不是普通文件，或没有权限）：未评测"),
     "grade.tool_errors": ("the grader itself failed on {n} file(s); see the tool-error cells. Please report this.",
                           "评测器在 {n} 个文件上出错了；见 tool-error 单元格。请报告此问题。"),
     "grade.under": ("pass rate {rate}% is under --fail-under {limit}%", "通过率 {rate}% 低于 --fail-under {limit}%"),
     "grade.skipped": ("{n} case(s) not run on this machine (e.g. {reason}): a pass here does not cover them",
                       "{n} 个用例没有在这台机器上运行（例如 {reason}）：这里的通过不包括它们"),
+    "grade.interrupted": ("interrupted: {done} of {n} grades finished and written to {out}/ (marked interrupted); continue with: {command}", "已中断：{n} 份中有 {done} 份评测完成，已写入 {out}/（标记为中断）；继续评测：{command}"),
+    "grade.nothing_to_resume": ("no interrupted grading to resume in {out}/ (its journal, .grade-journal.jsonl, is not there); give the same --out as the interrupted run", "{out}/ 中没有可以继续的中断评测（找不到记录文件 .grade-journal.jsonl）；请给出与中断时相同的 --out"),
+    "grade.resume_differs": ("--resume continues the grading in {out}/ with its own options; these differ: {options}", "--resume 会沿用 {out}/ 中那次评测的选项；以下选项不一致：{options}"),
+    "grade.resume_changed": ("{student}/ changed since it was graded: graded again", "{student}/ 在评测之后被修改过：重新评测"),
+    "grade.restarted": ("an interrupted grading in {out}/ is started over (to continue it instead: --resume)", "{out}/ 中有一次中断的评测，现在重新开始（要接着评测：--resume）"),
+    "grade.resuming": ("resuming: {done} of {n} grades were finished before", "继续评测：{n} 份中已有 {done} 份完成"),
 
     # ------------------------------------------------------------ verify
     "verify.row": ("{reference} · stub {stub} · {caught}/{total} mutants · {questions} questions · {s} s",
                    "参考实现{reference} · 模板{stub} · 变异体 {caught}/{total} · 追问 {questions} · {s} 秒"),
     "verify.stub.fails": ("fails", "不通过"),
     "verify.stub.PASSES": ("PASSES", "竟然通过"),
-    "verify.total": ("{ok} of {n} problems verified  {caught}/{mutants} mutants caught  {s} s  seed {seed}",
-                     "{n} 道题中 {ok} 道验证通过  捕获变异体 {caught}/{mutants}  {s} 秒  种子 {seed}"),
+    "verify.total": ("{ok} of {n} problems verified  {caught}/{mutants} mutants caught  {s} s  seed {seed}", "{n} 道题中 {ok} 道验证通过 · 捕获变异体 {caught}/{mutants} · {s} 秒 · 种子 {seed}"),
 
     # ------------------------------------------------------------ bench
-    "bench.title": ("bench {id}  {dtype} on {device} ({threads} threads)  {shapes}",
-                    "bench {id}  {dtype}，{device}（{threads} 线程）  {shapes}"),
+    "bench.title": ("bench {id}  {dtype} on {device} ({threads} threads)  {shapes}", "bench {id}：{dtype}，{device}（{threads} 个线程），{shapes}"),
     "bench.median": ("median", "中位数"),
     "bench.ratio": ("yours ÷ this", "你的 ÷ 此项"),
     "bench.largest": ("largest tensor", "最大张量"),
@@ -587,17 +667,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "bench.cannot": ("cannot time this solution:", "无法为这个解答计时："),
 
     # ------------------------------------------------------------ re-drills, today, plan, quiz
-    "drill.started": ("re-drill {id} from memory: wrote {file} (a fresh stub; your earlier solution stays where it "
-                      "is). Aim for ~{minutes} min, no hints. Grade it with: attn-drill check {id} {file}",
-                      "凭记忆重练 {id}：已写入 {file}（全新的模板；你以前的解答保持原样）。目标约 {minutes} 分钟，不看提示。"
-                      "评测：attn-drill check {id} {file}"),
+    "drill.started": ("re-drill {id} from memory: wrote {file} (a fresh stub; your earlier solution stays where it is). Aim for ~{minutes} min, no hints. Grade it with: attn-drill check {id} {file}", "凭记忆重练 {id}：已写入 {file}（全新的模板；你以前的解答保持原样）。目标约 {minutes} 分钟，不看提示。评测：attn-drill check {id} {file}"),
     "drill.already_open": ("a re-drill of {id} is open: {file}. Grade it with attn-drill check {id} {file}, or give "
                            "it up with attn-drill drill {id} --give-up", "{id} 有一个进行中的重练：{file}。评测："
                            "attn-drill check {id} {file}；放弃：attn-drill drill {id} --give-up"),
     "drill.none_open": ("no re-drill of {id} is open; start one with: attn-drill drill {id}",
                         "{id} 没有进行中的重练；开始一次：attn-drill drill {id}"),
-    "drill.given_up": ("gave up the re-drill of {id}: it comes back soon (rated again)",
-                       "已放弃 {id} 的重练：它很快会再次出现（评为 again）"),
+    "drill.given_up": ("gave up the re-drill of {id}: it comes back soon (rated {rating})", "已放弃 {id} 的重练：它很快会再次出现（评为{rating}）"),
     "today.heading": ("today, {date}: about {minutes} min", "今天（{date}）：约 {minutes} 分钟"),
     "today.kind.open": ("continue", "继续"),
     "today.kind.redrill": ("re-drill", "重练"),
@@ -606,14 +682,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "today.questions.one": ("1 follow-up question", "1 道追问"),
     "today.questions.many": ("{n} follow-up questions", "{n} 道追问"),
     "today.overdue": ("(overdue by {n} day(s))", "（已逾期 {n} 天）"),
+    "today.per_problem": (" ({counts})", "（{counts}）"),
+    "today.minutes": ("~{n} min", "约 {n} 分钟"),
     "today.nothing": ("nothing due today: every re-drill is scheduled later and no new problem is waiting",
                       "今天没有到期的内容：所有重练都安排在以后，也没有待做的新题"),
     "today.next_due": ("next re-drill: {id} on {date}", "下一次重练：{id}，{date}"),
-    "today.how": ("Re-drills are scheduled by FSRS from how each solve went: failed or solution viewed → again; "
-                  "slower than the estimate or with hints → hard; within the estimate → good; in half of it, no "
-                  "hints, first check → easy. A study plan: attn-drill plan --days 14",
-                  "重练由 FSRS 根据每次解题的情况安排：未通过或看过答案 → again；比预估慢或用了提示 → hard；在预估时间内"
-                  " → good；用时不到一半、无提示、第一次检查就通过 → easy。学习计划：attn-drill plan --days 14"),
+    "today.how": ("Re-drills are scheduled by FSRS from how each solve went: failed or solution viewed → {again}; slower than the estimate or with hints → {hard}; within the estimate → {good}; in half of it, no hints, first check → {easy}. A study plan: attn-drill plan --days 14", "重练由 FSRS 根据每次解题的情况安排：未通过或看过答案 → {again}；比预估慢或用了提示 → {hard}；在预估时间内 → {good}；用时不到一半、无提示、第一次检查就通过 → {easy}。学习计划：attn-drill plan --days 14"),
     "plan.title": ("study plan: {days} days, {hours} h a day", "学习计划：{days} 天，每天 {hours} 小时"),
     "plan.day": ("day", "天"),
     "plan.date": ("date", "日期"),
@@ -625,6 +699,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "plan.quiz.many": ("quiz: {n} questions", "问答：{n} 道题"),
     "plan.day_heading": ("Day {day} ({date}, ~{minutes} min)", "第 {day} 天（{date}，约 {minutes} 分钟）"),
     "plan.left": ("{n} problem(s) do not fit in this plan: {ids}", "有 {n} 道题放不进这个计划：{ids}"),
+    "plan.md_item": ("{what} (~{minutes} min): `{command}`", "{what}（约 {minutes} 分钟）：`{command}`"),
     "plan.how": ("Each day: the re-drills due, then the follow-up questions due, then new problems in curriculum "
                  "order (prerequisites first), within the day's time; reviews are projected as if each item went "
                  "well. The same progress gives the same plan.", "每天：先做到期的重练，再做到期的追问，然后按课程顺序"
@@ -634,18 +709,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "quiz.progress": ("question {i} of {n}", "第 {i}/{n} 题"),
     "quiz.title": ("follow-up · {id}", "追问 · {id}"),
     "quiz.keys": ("1-9 or ↑/↓ and Enter to answer, s to skip", "按 1-9，或 ↑/↓ 加回车作答，s 跳过"),
-    "quiz.your_number": ("your answer (a number):", "你的答案（一个数）："),
+    "quiz.your_number": ("your answer:", "你的答案："),
+    "quiz.number_hint": ("a number or an expression as on paper (16*(64*64+64)*4, 2**38, 260 KiB); Enter skips", "一个数或像在纸上那样的算式（16*(64*64+64)*4、2**38、260 KiB）；直接回车跳过"),
     "quiz.right": ("right.", "正确。"),
     "quiz.wrong": ("not quite. ", "不对。"),
     "quiz.skipped": ("skipped. ", "已跳过。"),
     "quiz.answer": ("The answer: {answer}", "答案：{answer}"),
+    "quiz.you_said": ("you said {got}. ", "你的答案是 {got}。"),
+    "quiz.unreadable": ("could not read '{text}' as a number: write it as on paper, e.g. 266240, 266,240, 16*(64*64+64)*4, 2**38, 260 KiB (or s to skip)", "无法把“{text}”读成一个数：请像在纸上那样写，例如 266240、266,240、16*(64*64+64)*4、2**38、260 KiB（或输入 s 跳过）"),
+    "quiz.not_a_choice": ("'{text}' is not one of the choices (1-{n} or a-{last}): this question is not rated", "“{text}”不是任何一个选项（1-{n} 或 a-{last}）：这道题不计分"),
+    "quiz.not_rated.one": ("(1 answer could not be read: not rated)", "（有 1 个回答无法读取：不计分）"),
+    "quiz.not_rated.many": ("({n} answers could not be read: not rated)", "（有 {n} 个回答无法读取：不计分）"),
     "quiz.see": ("see {where}", "参见 {where}"),
     "quiz.statement": ("the statement (attn-drill show {id})", "题目描述（attn-drill show {id}）"),
-    "quiz.summary": ("{right} of {n} right; each answer reschedules its question (wrong: it comes back soon)",
-                     "{n} 题答对 {right} 题；每个回答都会重新安排这道题（答错的很快会再出现）"),
+    "quiz.summary": ("{right} of {n} right; each answer reschedules its question (wrong: it comes back soon)", "答对 {right}/{n} 题；每个回答都会重新安排这道题（答错的很快会再出现）"),
     "quiz.count": ("--count must be at least 1", "--count 至少为 1"),
-    "quiz.no_terminal": ("quiz asks in a terminal; without one, give the answers: attn-drill quiz mhsa --answers 2,65536",
-                         "quiz 需要在终端中提问；没有终端时请给出答案：attn-drill quiz mhsa --answers 2,65536"),
+    "quiz.no_terminal": ("quiz asks in a terminal; without one, give the answers: attn-drill quiz mhsa --answers 2,2,274877906944,2**32", "quiz 需要在终端中提问；没有终端时请给出答案：attn-drill quiz mhsa --answers 2,2,274877906944,2**32"),
     "quiz.nothing": ("no questions of {id} to ask now", "{id} 现在没有要问的题"),
     "quiz.nothing_all": ("no follow-up question is due, and every question of the problems you passed was asked; "
                          "pass a problem, or ask one anyway: attn-drill quiz mhsa", "没有到期的追问，已通过题目的追问也都问过了；"
@@ -669,4 +748,46 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "table.got": ("got", "实际"),
     "table.expected": ("expected", "期望"),
     "table.diff": ("diff", "差值"),
+
+    # ------------------------------------------------------------ other forms of a report: lines, HTML, notebooks
+    "check.two_formats": ("--json is --format json; give one of them (got --json and --format {fmt})",
+                          "--json 就是 --format json；两者只给一个（收到了 --json 和 --format {fmt}）"),
+    "lines.cases": (" (in {k} of {n} cases; first {case})", "（{n} 个用例中的 {k} 个；第一个是 {case}）"),
+    "html.wrote": ("HTML report: {path}", "HTML 报告：{path}"),
+    "html.check_title": ("attn-drill check: {ids}", "attn-drill 评测：{ids}"),
+    "html.cases": ("Cases: {passed} of {n} passed", "用例：{n} 个中 {passed} 个通过"),
+    "html.error_title": ("Where the error is", "误差在哪里"),
+    "html.error_map": ("error of `{tensor}`{lead} against what is allowed, over ({rows_axis} ↓, {cols_axis} →), "
+                       "{rows}×{cols}{pooled}", "`{tensor}` 的误差与允许值之比{lead}，({rows_axis} ↓，{cols_axis} →)，"
+                       "{rows}×{cols}{pooled}"),
+    "html.error_alt": ("heatmap of the error against what is allowed", "误差与允许值之比的热力图"),
+    "html.within": ("within tolerance", "在容差内"),
+    "html.times": ("up to {n}× the tolerance", "不超过容差的 {n} 倍"),
+    "html.more": ("more than {n}", "超过 {n}"),
+    "html.weights_title": ("Attention weights: yours and the reference's", "注意力权重：你的与参考实现的"),
+    "html.weights": ("the first softmax of each side{lead}, over (query ↓, key →), {rows}×{cols}{pooled}",
+                     "两边各自的第一个 softmax{lead}，(query ↓，key →)，{rows}×{cols}{pooled}"),
+    "html.yours": ("yours", "你的"),
+    "html.reference": ("reference", "参考实现"),
+    "html.difference": ("|yours − reference|", "|你的 − 参考|"),
+    "html.equal": ("equal", "相等"),
+    "html.up_to": ("up to {n}", "不超过 {n}"),
+    "html.footer": ("written by attn-drill; no script, nothing fetched", "由 attn-drill 生成；不含脚本，不联网"),
+    "html.wrong_most": ("What the class got wrong most", "全班最常见的错误"),
+    "html.passed_of": ("{passed} of {n} pass", "{n} 人中 {passed} 人通过"),
+    "html.none_wrong": ("everyone passed", "全部通过"),
+    "html.reports": ("Every student's report", "每位学生的报告"),
+    "html.cell_title": ("{student} · {id}", "{student}：{id}"),
+    "html.back": ("↑ the class", "↑ 回到全班"),
+    "nb.this_cell": ("this cell", "本单元格"),
+    "nb.new": ("the stub of {id} is in the next cell, under %%check {id}: fill it in and run the cell",
+               "{id} 的代码框架已放在下一个单元格（首行为 %%check {id}）：补全后运行该单元格"),
+    "nb.next": ("next: %attn_drill new {id}", "下一题：%attn_drill new {id}"),
+    "nb.interrupted": ("interrupted: nothing graded; run the cell again to grade it",
+                       "已中断：没有评测；再次运行该单元格即可评测"),
+    "nb.not_recorded": ("this attempt is not in your progress: {why}", "这次尝试没有记入进度：{why}"),
+    "nb.usage": ("usage: %attn_drill new <id> (the stub in the next cell) or %attn_drill show <id> (the statement); "
+                 "grade a cell with %%check <id> on its first line",
+                 "用法：%attn_drill new <id>（代码框架放进下一个单元格）或 %attn_drill show <id>（题目）；"
+                 "在单元格首行写 %%check <id> 即可评测"),
 }

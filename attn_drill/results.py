@@ -1,10 +1,23 @@
 """Plain results the engine returns and the renderers read. No torch: they cross a process boundary as JSON."""
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
+
+# control characters (but tab and newline), DEL, C1 controls, lone surrogates, and U+FFFE/U+FFFF: none
+# may reach a terminal (escape sequences), an XML file (invalid there) or a page from user code
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """Text from code under judgement (its output, its messages, its file names), made safe to show
+    anywhere: each control character becomes its escape (`\\x1b`), the rest is kept."""
+    if not isinstance(text, str):
+        text = str(text)
+    return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], text)
 
 
 @dataclass
@@ -13,6 +26,7 @@ class Frame:
     line: int
     func: str
     code: str = ""
+    col: int = 0              # 1-based column in `code` the error points at (0: not known)
 
 
 @dataclass
@@ -54,6 +68,8 @@ class CaseResult:
     diagnosis: Diagnosis | None = None
     checks: list[str] = field(default_factory=list)  # messages of failed custom checks
     warning: str = ""                   # passed, with something to say (float32-level error in float64)
+    float32_level_error: float | None = None  # float64 case: the relative error at float32 level found
+    float64_bound: float | None = None  # ... and the bound it failed, where the case grades a float64 step
 
     @classmethod
     def from_dict(cls, d):
@@ -84,6 +100,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     full: bool = False
+    where: str = ""                      # the file as commands name it: the path as typed, "" for ./<id>.py
 
     @property
     def passed(self) -> bool:

@@ -25,14 +25,19 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device here: nothing to exercise")
         return 2
-    from attn_drill import bank, engine, source
+    from attn_drill import bank
+    from attn_drill.bank import sources
+    from attn_drill.client import JudgeClient
 
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     bad = 0
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, JudgeClient() as judge:
         for pid in bank.ids():
-            report = engine.grade(pid, str(bank.reference_path(pid)), seed=0)
+            ref = Path(tmp) / "reference" / f"{pid}.py"     # a room may not read the bank: grade a copy
+            ref.parent.mkdir(exist_ok=True)
+            ref.write_text(sources.read(bank.reference_path(pid)))
+            report = judge.grade(pid, ref, seed=0)
             cuda = [c for c in report.cases if "cuda" in c.name]
             if not cuda:
                 continue
@@ -45,8 +50,8 @@ def main() -> int:
             spec = bank.get(pid)
             mistake = spec.mistakes[0].id
             path = Path(tmp) / f"{pid}.py"
-            path.write_text(source.mutant_source(spec, source.read(bank.reference_path(pid)), mistake))
-            mut = engine.grade(pid, str(path), seed=0)
+            path.write_text(sources.mutant_source(spec, sources.read(bank.reference_path(pid)), mistake))
+            mut = judge.grade(pid, path, seed=0)
             caught = mut.status != "pass"
             bad += not caught
             print(f"{'ok  ' if caught else 'FAIL'} {pid:<18} mutant {mistake} {'fails' if caught else 'PASSES'}")

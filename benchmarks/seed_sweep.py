@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attn_drill import bank, source  # noqa: E402
-from attn_drill.worker import WorkerClient  # noqa: E402
+from attn_drill import bank  # noqa: E402
+from attn_drill.bank import sources  # noqa: E402
+from attn_drill.client import JudgeClient  # noqa: E402
 
 ALTERNATIVES = ROOT / "tests" / "fixtures" / "alternatives"
 
@@ -42,13 +43,13 @@ def jobs_for(only: set[str] | None, tmp: Path) -> list[tuple[str, str, Path, boo
         if only is not None and pid not in only:
             continue
         spec = bank.get(pid)
-        ref_src = source.read(bank.reference_path(pid))
+        ref_src = sources.read(bank.reference_path(pid))
         ref = tmp / f"{pid}.py"
         ref.write_text(ref_src, encoding="utf-8")
         out.append((pid, f"reference {pid}", ref, True))
         for m in spec.mistakes:
             mpath = tmp / f"{pid}__{m.id}.py"
-            mpath.write_text(source.mutant_source(spec, ref_src, m.id), encoding="utf-8")
+            mpath.write_text(sources.mutant_source(spec, ref_src, m.id), encoding="utf-8")
             out.append((pid, f"mutant {pid}.{m.id}", mpath, False))
     return out
 
@@ -77,7 +78,7 @@ def main() -> int:
         lock = threading.Lock()
 
         def worker() -> None:
-            with WorkerClient() as client:
+            with JudgeClient() as client:
                 while True:
                     with lock:
                         if not work:
@@ -104,14 +105,16 @@ def main() -> int:
         for t in threads:
             t.join()
     kinds = Counter(label.split()[0] for label in runs)
-    total = {"seeds": len(seeds), "mutant_seeds": len(mutant_seeds), "full": True, "seconds": round(time.perf_counter() - t0, 1),
-             "files": dict(kinds), "gradings": sum(runs.values()), "flips": sum(flips.values()),
+    total = {"seeds": len(seeds), "mutant_seeds": len(mutant_seeds), "full": True,
+             "seconds": round(time.perf_counter() - t0, 1), "files": dict(kinds), "gradings": sum(runs.values()),
+             "flips": sum(flips.values()),
              "flipped": dict(flips)}
     if args.json:
         print(json.dumps(total, indent=2))
     else:
         print(f"{total['gradings']} gradings ({', '.join(f'{n} {k}s' for k, n in kinds.items())} x "
-              f"{len(seeds)} seeds, mutants x {len(mutant_seeds)}, --full) in {total['seconds']} s: {total['flips']} verdict(s) flipped")
+              f"{len(seeds)} seeds, mutants x {len(mutant_seeds)}, --full) in {total['seconds']} s: "
+              f"{total['flips']} verdict(s) flipped")
     return 1 if flips else 0
 
 

@@ -4,7 +4,7 @@ Run: python benchmarks/watch_recheck.py [--problem mhsa] [--reps 7]
 
 Side by side, interleaved so that machine load hits both alike:
   import   a fresh `python -c "import torch"` subprocess (what a cold `check` pays before grading)
-  recheck  a re-grade through one warm WorkerClient after the file was saved again
+  recheck  a re-grade through one warm JudgeClient after the file was saved again
   step     the same through watch mode's Watcher.step (grade + record in state + render the report)
 The floor: the median re-check takes at most a third of the median torch import.
 """
@@ -24,7 +24,7 @@ from rich.console import Console
 
 from attn_drill import bank
 from attn_drill.verbs.watch import Watcher
-from attn_drill.worker import WorkerClient
+from attn_drill.client import JudgeClient
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
         work = Path(tmp)
         file = work / f"{args.problem}.py"
         shutil.copy(bank.reference_path(args.problem), file)
-        client = WorkerClient().start()
+        client = JudgeClient().start()
         try:
             t0 = time.perf_counter()
             first = client.grade(args.problem, str(file), args.seed)

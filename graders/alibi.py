@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.bank.api import Case, Ctx, Failure, padding_mask, type_name, traits
 from attn_drill.i18n import pick
 
 TARGET = "AlibiSelfAttention"

@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.bank.api import Case, Ctx, Failure, type_name
 from attn_drill.i18n import pick
 
 TARGET = "estimate_attention_cost"

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.bank.api import Case, Ctx, Failure
 from attn_drill.i18n import pick
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -156,8 +156,8 @@ def _grid(sub, ref, case) -> list:
     shown = [next((h for h, e in enumerate(heads) if _data(ax).shape == e.shape and
                    np.allclose(_data(ax), e, rtol=1e-6, atol=1e-7)), None) for ax in axes]
     if None not in shown and shown != list(range(H)):
-        failures.append(pick(f"the subplots show the heads in the order {shown}; head h goes in cell h in reading order "
-                             f"(row by row: axes = fig.subplots(nrows, ncols).flatten(); axes[h])",
+        failures.append(pick(f"the subplots show the heads in the order {shown}; head h goes in cell h in "
+                             f"reading order (row by row: axes = fig.subplots(nrows, ncols).flatten(); axes[h])",
                              f"各子图中头的顺序是 {shown}；按阅读顺序，头 h 应放在第 h 个格子"
                              f"（逐行排列：axes = fig.subplots(nrows, ncols).flatten(); axes[h]）"))
     for k, ax in enumerate(axes):

@@ -1,7 +1,7 @@
 """Cases for `attention_pooling`: one and several heads, per-row padding, length 1, large logits."""
 import torch
 
-from attn_drill.api import Case, Ctx, padding_mask, traits
+from attn_drill.bank.api import Case, Ctx, padding_mask, traits
 
 TARGET = "AttentionPooling"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can

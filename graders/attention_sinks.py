@@ -3,7 +3,7 @@ longer than the cache (token by token, in chunks, one long prefill), positions i
 no sinks, more sinks than window, large logits, dtypes; and what the cache holds after a stream."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, type_name
+from attn_drill.bank.api import Case, Ctx, Failure, type_name
 from attn_drill.i18n import pick
 
 TARGET = "StreamingAttention"
@@ -133,7 +133,8 @@ def check_state(sub, ref, case) -> list:
         t = sub.get(name)
         if not isinstance(t, torch.Tensor):
             failures.append(pick(f"{where}, self.{name} is {type_name(t)}; keep a (B, num_heads, n, head_dim) tensor",
-                                 f"{where}，self.{name} 是 {type_name(t)}；应保存一个 (B, num_heads, n, head_dim) 的张量"))
+                                 f"{where}，self.{name} 是 {type_name(t)}；"
+                                 f"应保存一个 (B, num_heads, n, head_dim) 的张量"))
             continue
         if tuple(t.shape) != (B, H, n, D):
             failures.append(pick(f"{where}, self.{name} has shape {tuple(t.shape)}; expected {(B, H, n, D)} "

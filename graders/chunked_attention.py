@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, on_cuda, type_name, traits
+from attn_drill.bank.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, PeakMemory, on_cuda, type_name, traits
 from attn_drill.i18n import pick
 
 TARGET = "chunked_attention"
@@ -39,6 +39,16 @@ def _case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, chunk, dtype, scale=None, kind=""
                 kwargs={"chunk_size": chunk, "scale": scale}, dtype=dtype, grad=False, trace=trace, rtol=rtol,
                 note=f"chunk {chunk}" + (f", {notes[kind]}" if kind else ""),
                 traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, large_logits=kind == "large"))
+
+
+def _memory_case(ctx: Ctx, L: int = 2048, D: int = 8, chunk: int = 128) -> Case:
+    """A long sequence whose full score matrix (L x L in float64: 32 MiB) would dwarf one chunk's; its
+    memory is measured by the OS, from outside the room, so any route (numpy, lists) counts."""
+    case = _case(ctx, "memory_fp64", 1, 1, L, L, D, D, chunk, torch.float64)
+    what = pick(f"full {L}x{L} score matrix", f"完整的 {L}x{L} 分数矩阵")
+    case.trace = (PeakMemory(L * L * 8 // 2, what=what),)   # no op trace: its records would count too
+    case.note += ", memory measured"
+    return case
 
 
 def _chunk_sizes(Lk: int) -> tuple[int, ...]:
@@ -96,4 +106,5 @@ def cases(ctx: Ctx) -> list[Case]:
             kind = ctx.choice(["", "", "large"]) if dtype != torch.bfloat16 else ""   # bf16 cannot hold scores ~1e3
             out.append(_case(ctx, f"random{i}", B, H, Lq, Lk, D, Dv, chunk, dtype,
                              scale=ctx.choice([None, 0.3, 1.1]), kind=kind))
+    out.append(_memory_case(ctx))   # last: the cases above keep their inputs at every seed
     return out

@@ -1,7 +1,7 @@
 """Cases for `cross_attention`: Lq != Lk both ways, encoder_dim != decoder_dim, encoder padding."""
 import torch
 
-from attn_drill.api import Case, Ctx, padding_mask, traits
+from attn_drill.bank.api import Case, Ctx, padding_mask, traits
 
 TARGET = "CrossAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can

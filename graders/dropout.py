@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, traits
+from attn_drill.bank.api import Case, Ctx, Failure, traits
 from attn_drill.i18n import pick
 
 TARGET = "AttentionWithDropout"
@@ -141,8 +141,9 @@ def check_output_dropout(sub, ref, case) -> list:
                      f"（误差不超过 {_share_bound(p, n):.4f}）")]
     ratio = merged[~zero] / merged_eval[~zero]
     if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-7):
-        return [pick(f"surviving merged-head elements were scaled by {float(ratio.min()):.4f}..{float(ratio.max()):.4f};"
-                     f" expected exactly 1/(1-p) = {1 / (1 - p):.4f}",
+        return [pick(f"surviving merged-head elements were scaled by "
+                     f"{float(ratio.min()):.4f}..{float(ratio.max()):.4f}; "
+                     f"expected exactly 1/(1-p) = {1 / (1 - p):.4f}",
                      f"保留下来的合并多头元素的缩放倍数为 {float(ratio.min()):.4f}..{float(ratio.max()):.4f}；"
                      f"应恰好为 1/(1-p) = {1 / (1 - p):.4f}")]
     return []

@@ -1,7 +1,7 @@
 """Cases for `einsum_attention`: default and explicit scale, Dv != D, Lq != Lk, broadcast masks."""
 import torch
 
-from attn_drill.api import Case, Ctx, traits
+from attn_drill.bank.api import Case, Ctx, traits
 
 TARGET = "scaled_dot_product_einsum"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can

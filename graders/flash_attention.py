@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, MaxNumel, on_cuda, traits
+from attn_drill.bank.api import Case, Ctx, Failure, MaxNumel, PeakMemory, on_cuda, traits
 from attn_drill.i18n import pick
 
 TARGET = "flash_attention"
@@ -96,6 +96,17 @@ def _saved(sub, ref, case: Case):
     return fails
 
 
+def _memory_case(ctx: Ctx, L: int = 2048, D: int = 8, block: int = 128) -> Case:
+    """A long sequence whose full score matrix (L x L in float64: 32 MiB) would dwarf what a blocked
+    forward holds; its memory is measured by the OS, from outside the room, so any route counts."""
+    Q, K, V = _qkv(ctx, 1, 1, L, L, D, D)
+    what = pick(f"full {L}x{L} score matrix", f"完整的 {L}x{L} 分数矩阵")
+    return Case(name="memory_fp64", target=TARGET, inputs={"Q": Q, "K": K, "V": V},
+                kwargs={"scale": None, "block_size": block}, dtype=torch.float64, grad=False,
+                trace=(PeakMemory(L * L * 8 // 2, what=what),),   # no op trace: its records would count too
+                note=f"block {block}, memory measured", traits=traits(B=1, Lq=L, Lk=L, D=D, Dv=D, H=1))
+
+
 def cases(ctx: Ctx) -> list[Case]:
     out = [
         _case(ctx, "ragged_fp64", 2, 3, 13, 13, 5, 5, 4, torch.float64),
@@ -129,4 +140,5 @@ def cases(ctx: Ctx) -> list[Case]:
             kind = ctx.choice(["", "", "large"]) if dtype != torch.bfloat16 else ""   # bf16 cannot hold scores ~1e3
             out.append(_case(ctx, f"random{i}", B, H, Lq, Lk, D, Dv, block, dtype,
                              scale=ctx.choice([None, 0.3, 1.1]), kind=kind))
+    out.append(_memory_case(ctx))   # last: the cases above keep their inputs at every seed
     return out

@@ -4,7 +4,7 @@ sequence, large logits, dtypes. The QK-norm weights are set to random values by 
 they are zeros, which would hide where the norm sits and what it multiplies by)."""
 import torch
 
-from attn_drill.api import Case, Ctx, padding_mask
+from attn_drill.bank.api import Case, Ctx, padding_mask
 
 TARGET = "GatedAttention"
 

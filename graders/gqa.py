@@ -1,7 +1,7 @@
 """Cases for `gqa`: several query/KV head ratios, padding, 2-D and 3-D masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, on_cuda, traits
+from attn_drill.bank.api import Case, Ctx, on_cuda, traits
 
 TARGET = "GroupedQueryAttention"
 # Scores near 1e3 in float32: two correct implementations that round in a different order can

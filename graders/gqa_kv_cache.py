@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from attn_drill.api import Case, Ctx, traits
+from attn_drill.bank.api import Case, Ctx, traits
 
 _spec = importlib.util.spec_from_file_location("_kv_cache_grader", Path(__file__).with_name("kv_cache.py"))
 _kv = importlib.util.module_from_spec(_spec)

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from attn_drill.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, traits, type_name
+from attn_drill.bank.api import FLOAT32_LEVEL, Case, Ctx, Failure, MaxNumel, PeakMemory, traits, type_name
 from attn_drill.i18n import pick
 
 FORMS = ("linear_attention_parallel", "linear_attention_recurrent", "linear_attention_chunked")
@@ -95,6 +95,16 @@ def _chunk_free(sub, ref, case: Case):
     return fails
 
 
+def _memory_case(ctx: Ctx, name: str, form: str, L: int = 2048, D: int = 8, chunk: int | None = None) -> Case:
+    """A long sequence whose L x L feature products (float64: 32 MiB) would dwarf the state; its
+    memory is measured by the OS, from outside the room, so any route (numpy, lists) counts."""
+    case = _case(ctx, name, form, 1, 1, L, D, D, torch.float64, chunk=chunk, grad=False)
+    what = pick(f"{L}x{L} matrix of feature products", f"大小为 {L}x{L} 的特征乘积矩阵")
+    case.trace = (PeakMemory(L * L * 8 // 2, what=what),)     # no op trace: its records would count too
+    case.note += ", memory measured"
+    return case
+
+
 def cases(ctx: Ctx) -> list[Case]:
     par, rec, chk = FORMS
     f64, f32, bf16 = torch.float64, torch.float32, torch.bfloat16
@@ -142,4 +152,7 @@ def cases(ctx: Ctx) -> list[Case]:
                 eps = 0.25   # one key: the gradients w.r.t. q and k are proportional to eps, keep them well-conditioned
             out.append(_case(ctx, f"random{i}_{form.replace('linear_attention_', '')}", form, B, H, L, D, Dv,
                              dtype, eps=eps, chunk=chunk, kind=kind))
+    # last: the cases above keep their inputs at every seed
+    out.append(_memory_case(ctx, "recurrent_memory_fp64", FORMS[1]))
+    out.append(_memory_case(ctx, "chunked_memory_fp64", FORMS[2], chunk=128))
     return out

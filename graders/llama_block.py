@@ -4,7 +4,7 @@ decoder layer (Llama-like sizes, MHA, a long sequence, other theta and eps, dtyp
 weights are set to random values by the probe, since ones would hide mistakes."""
 import torch
 
-from attn_drill.api import Case, Ctx, padding_mask
+from attn_drill.bank.api import Case, Ctx, padding_mask
 
 NORMS = ("input_layernorm.weight", "post_attention_layernorm.weight")
 

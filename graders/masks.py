@@ -2,7 +2,7 @@
 stated rule for query rows that keep no key, checked on its own."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name, traits
+from attn_drill.bank.api import Case, Ctx, Failure, causal_keep, padding_mask, type_name, traits
 from attn_drill.i18n import pick
 
 NEG = -1e4  # apply_masks' -inf entries are compared after clamping to this value

@@ -2,7 +2,7 @@
 count of the matrix products its forward runs on the activations."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, traits
+from attn_drill.bank.api import Case, Ctx, Failure, traits
 from attn_drill.i18n import pick
 
 TARGET = "MergedQKVAttention"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.bank.api import Case, Ctx, Failure
 from attn_drill.i18n import pick
 
 NON_MASK_BUGS = ("softmax_query_axis", "missing_scale", "split_heads_direct_view", "merge_heads_without_transpose")
@@ -66,7 +66,8 @@ def unit_test_check(sub, ref, case):
     if not sub["impl_calls"] or not sub["official_calls"]:
         return [Failure(pick("your test passed without calling both modules; build attention_cls and official_cls "
                              "and compare their outputs",
-                             "你的测试没有调用两个模块就通过了；应构造 attention_cls 和 official_cls，并比较两者的输出"))]
+                             "你的测试没有调用两个模块就通过了；"
+                             "应构造 attention_cls 和 official_cls，并比较两者的输出"))]
     used_masks = any(c["masked"] for c in sub["impl_calls"])
     missed = [str(b) for b in sub["missed"]]
     n = len(NON_MASK_BUGS + MASK_BUGS)

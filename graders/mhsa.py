@@ -1,7 +1,7 @@
 """Cases for `mhsa`: shapes, padding, 2-D and 3-D attention masks, large logits, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, on_cuda, traits
+from attn_drill.bank.api import Case, Ctx, on_cuda, traits
 
 TARGET = "MultiHeadSelfAttention"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, OpInputDtype, traits
+from attn_drill.bank.api import Case, Ctx, Failure, OpInputDtype, traits
 from attn_drill.i18n import pick
 
 TARGET = "MixedPrecisionAttention"

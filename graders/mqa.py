@@ -1,7 +1,7 @@
 """Cases for `mqa`: the MultiQueryAttention module, and kv_cache_bytes checked exactly."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, type_name, traits
+from attn_drill.bank.api import Case, Ctx, Failure, type_name, traits
 from attn_drill.i18n import pick
 
 TARGET = "MultiQueryAttention"

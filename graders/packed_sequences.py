@@ -4,7 +4,7 @@ packed rows against per-document causal attention: documents of length 1, one do
 pack, large logits, a single head and three dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, traits
+from attn_drill.bank.api import Case, Ctx, traits
 
 
 def _lengths(ctx: Ctx, n: int, longest: int) -> list[int]:
@@ -13,6 +13,11 @@ def _lengths(ctx: Ctx, n: int, longest: int) -> list[int]:
     if n > 2:
         lens[ctx.int(1, n - 1)] = 1
     return lens
+
+
+def _document_ids(lens: list[int]) -> torch.Tensor:
+    """(total,) the document of each packed row."""
+    return torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens))
 
 
 def _cu(lens: list[int]) -> torch.Tensor:
@@ -30,10 +35,17 @@ def _meta_case(name, lens: list[int]) -> Case:
                 traits=("l1",) if 1 in lens else ())
 
 
-def _attn_case(ctx: Ctx, name, lens: list[int], H, D, Dv, dtype, scale=None, large=False) -> Case:
+def _attn_case(ctx: Ctx, name, lens: list[int], H, D, Dv, dtype, scale=None, large=False,
+               top: float | None = None) -> Case:
     total = sum(lens)
     q = ctx.randn(total, H, D, scale=25.0 if large else 1.0)
     k, v = ctx.randn(total, H, D), ctx.randn(total, H, Dv)
+    if top is not None:
+        # q scaled so that the largest score a query keeps is `top`: above 88.7, exp overflows float32
+        keep = (_document_ids(lens)[:, None] == _document_ids(lens)[None, :]) & torch.ones(
+            total, total, dtype=torch.bool).tril()
+        s = (scale or D ** -0.5) * torch.einsum("ihd,jhd->hij", q, k)
+        q = q * (top / float(s.masked_fill(~keep, float("-inf")).max()))
     rtol = None
     if large and dtype == torch.float32:
         # float32 rounds a score of size |s| by |s|·eps, which moves the softmax as much
@@ -68,6 +80,7 @@ def cases(ctx: Ctx) -> list[Case]:
         _attn_case(ctx, "varlen_single_head_fp64", [2, 7, 1, 4], 1, 4, 4, f64, scale=1.3),
         _attn_case(ctx, "varlen_large_logits_fp32", [6, 3, 8], 2, 5, 5, f32, large=True),
         _attn_case(ctx, "varlen_bf16", [4, 9, 1, 6], 3, 8, 8, bf16),
+        _attn_case(ctx, "varlen_exp_overflow_fp32", [4, 7, 2], 2, 6, 5, f32, large=True, top=150.0),
     ]
     if ctx.full:
         for i in range(8):

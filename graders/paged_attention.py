@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx
+from attn_drill.bank.api import Case, Ctx
 
 INF = float("inf")
 

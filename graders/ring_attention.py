@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, MaxNumel, traits
+from attn_drill.bank.api import Case, Ctx, MaxNumel, PeakMemory, traits
 from attn_drill.i18n import pick
 
 F32_EPS = torch.finfo(torch.float32).eps
@@ -21,12 +21,18 @@ def _large_rtol(q, k, scale, dtype):
     return max(1.3e-6, 2 * F32_EPS * float(s))
 
 
+def _lse_kept(dtype) -> tuple[str, ...]:
+    """In bfloat16 the statement lets `lse` come back in float32, as flash-attn's softmax_lse does."""
+    return ("lse",) if dtype in (torch.bfloat16, torch.float16) else ()
+
+
 def _block_case(ctx: Ctx, name, B, H, Lq, Lk, D, Dv, dtype, scale, causal=False, large=False) -> Case:
     q = ctx.randn(B, H, Lq, D, scale=30.0 if large else 1.0)
     k, v = ctx.randn(B, H, Lk, D), ctx.randn(B, H, Lk, Dv)
     rtol = _large_rtol(q, k, scale, dtype) if large else None
     return Case(name=name, target="block_attention", inputs={"q": q, "k": k, "v": v},
                 kwargs={"scale": scale, "causal": causal}, dtype=dtype, rtol=rtol, output_names=("out", "lse"),
+                float32_outputs=_lse_kept(dtype),
                 note="block" + (", causal" if causal else "") + (", large logits" if large else ""),
                 traits=traits(B=B, Lq=Lq, Lk=Lk, D=D, Dv=Dv, H=H, mask="causal" if causal else None,
                               large_logits=large))
@@ -47,6 +53,7 @@ def _merge_case(ctx: Ctx, name, B, H, L, Dv, dtype, spread=3.0, empty=False) -> 
         note += ", lse far apart"
     return Case(name=name, target="merge_partials",
                 inputs={"out_a": out_a, "lse_a": lse_a, "out_b": out_b, "lse_b": lse_b}, dtype=dtype,
+                float32_outputs=_lse_kept(dtype),
                 output_names=("out", "lse"), note=note,
                 traits=traits(B=B, L=L, H=H, large_logits=spread > 10))
 
@@ -71,8 +78,20 @@ def _ring_case(ctx: Ctx, name, B, H, blocks, D, Dv, dtype, causal, scale=None, l
     return Case(name=name, target="ring_attention", inputs={"q": q, "k": k, "v": v},
                 kwargs={"block_sizes": list(blocks), "causal": causal, "scale": scale}, dtype=dtype, rtol=rtol,
                 trace=trace, output_names=("out", "lse"),
+                float32_outputs=_lse_kept(dtype),
                 note=f"blocks {list(blocks)}" + (", causal" if causal else "") + (", large logits" if large else ""),
                 traits=traits(B=B, L=L, D=D, Dv=Dv, H=H, mask="causal" if causal else None, large_logits=large))
+
+
+def _memory_case(ctx: Ctx, blocks=(256,) * 8, D: int = 8) -> Case:
+    """A long ring whose full score matrix (L x L in float64: 32 MiB) would dwarf one block's; its memory
+    is measured by the OS, from outside the room, so any route (numpy, lists) counts."""
+    case = _ring_case(ctx, "ring_memory_fp64", 1, 1, list(blocks), D, D, torch.float64, causal=True)
+    L = sum(blocks)
+    what = pick(f"full {L}x{L} score matrix", f"完整的 {L}x{L} 分数矩阵")
+    case.trace = (PeakMemory(L * L * 8 // 2, what=what),)     # no op trace: its records would count too
+    case.grad, case.note = False, f"blocks {len(blocks)} x {blocks[0]}, causal, memory measured"
+    return case
 
 
 def cases(ctx: Ctx) -> list[Case]:
@@ -117,4 +136,5 @@ def cases(ctx: Ctx) -> list[Case]:
                 blocks = _split(ctx, L, ctx.int(1, min(L, 6)))
                 out.append(_ring_case(ctx, f"random{i}_ring", B, H, blocks, D, Dv, dtype,
                                       causal=bool(ctx.int(0, 1)), scale=ctx.choice([None, 0.5]), large=large))
+    out.append(_memory_case(ctx))   # last: the cases above keep their inputs at every seed
     return out

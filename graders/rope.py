@@ -2,7 +2,7 @@
 property, RoPE on Q and K inside attention, padding, several head dims and thetas, dtypes."""
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, padding_mask, type_name, traits
+from attn_drill.bank.api import Case, Ctx, Failure, float64_bound, padding_mask, type_name, traits
 from attn_drill.i18n import pick
 
 
@@ -35,7 +35,8 @@ def check_table(sub, ref, case) -> list:
         call = f"precompute_rope_freqs({dim}, {seq_len}, theta={theta:g})"
         if not isinstance(got, torch.Tensor) or not got.is_complex():
             kind = got.dtype if isinstance(got, torch.Tensor) else type_name(got)
-            return [pick(f"{call} returned {kind}; return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})",
+            return [pick(f"{call} returned {kind}; "
+                         f"return a complex tensor (torch.polar) of shape ({seq_len}, {dim // 2})",
                          f"{call} 返回了 {kind}；应返回形状为 ({seq_len}, {dim // 2}) 的复数张量（torch.polar）")]
         if tuple(got.shape) != (seq_len, dim // 2):
             return [pick(f"{call} has shape {tuple(got.shape)}; expected ({seq_len}, {dim // 2}) (positions on rows)",
@@ -88,7 +89,7 @@ def check_relative(sub, ref, case) -> list:
         rq, rk = rq[0, 0], rk[0, 0]                                                      # (L, D)
         s = rq.double() @ rk.double().T                                                  # (L, L): s[m, n]
         shift = (s[1:, 1:] - s[:-1, :-1]).abs().max()
-        if not float(shift) <= 1e-9 * max(1.0, float(s.abs().max())):
+        if not float(shift) <= float64_bound(case) * max(1.0, float(s.abs().max())):
             failures.append(pick(f"head_dim={dim}: q.k after rotation changes when both positions move by one "
                                  f"(|s(m+1, n+1) - s(m, n)| up to {float(shift):.3g}); RoPE scores must depend "
                                  "only on m - n",
@@ -96,8 +97,9 @@ def check_relative(sub, ref, case) -> list:
                                  f"（|s(m+1, n+1) - s(m, n)| 最大为 {float(shift):.3g}）；RoPE 的分数必须只依赖于 "
                                  "m - n"))
         norms = (rq.double().norm(dim=-1) - q.norm()).abs().max()
-        if not float(norms) <= 1e-9 * float(q.norm()):
-            failures.append(pick(f"head_dim={dim}: the rotation changed the vector's length by up to {float(norms):.3g}",
+        if not float(norms) <= float64_bound(case) * float(q.norm()):
+            failures.append(pick(f"head_dim={dim}: the rotation changed the vector's length "
+                                 f"by up to {float(norms):.3g}",
                                  f"head_dim={dim}：旋转改变了向量的长度，最多改变 {float(norms):.3g}"))
     return failures
 
@@ -106,7 +108,8 @@ def _apply_case(ctx: Ctx, name, shape, theta, dtype, table_len=None):
     *_, L, D = shape
     table = rope_table(D, L if table_len is None else table_len, theta)[:L]
     return Case(name=name, target="apply_rotary_pos_emb", init=None,
-                inputs={"x": ctx.randn(*shape), "freqs_cis": table}, dtype=dtype, note=f"theta={theta:g} D={D}")
+                inputs={"x": ctx.randn(*shape), "freqs_cis": table}, dtype=dtype, note=f"theta={theta:g} D={D}",
+                full_float64=dtype == torch.float64)   # the statement: the rotation of a float64 x is float64
 
 
 def _attn_case(ctx: Ctx, name, B, L, H, D, dtype, theta=10000.0, pad=False, extra=0, scale=1.0):
@@ -136,7 +139,7 @@ def cases(ctx: Ctx) -> list[Case]:
         _apply_case(ctx, "apply_d10_bf16", (2, 2, 9, 10), 10000.0, torch.bfloat16),
         Case(name="relative_positions", target="apply_rotary_pos_emb", check=check_relative, grad=False,
              probe="calls", probe_args={"calls": _relative_calls(ctx)},
-             note="s(m,n) = s(m+k,n+k)"),
+             note="s(m,n) = s(m+k,n+k)", full_float64=True),
         _attn_case(ctx, "attn_h3_d6_fp64", 2, 7, 3, 6, torch.float64),
         _attn_case(ctx, "attn_b1_fp64", 1, 6, 2, 4, torch.float64, extra=5),
         _attn_case(ctx, "attn_l1_fp64", 3, 1, 2, 4, torch.float64, extra=5),

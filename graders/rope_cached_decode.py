@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure, traits, type_name
+from attn_drill.bank.api import FLOAT32_LEVEL, Case, Ctx, Failure, float64_bound, traits, type_name
 from attn_drill.i18n import pick
 
 TARGET = "RoPECachedAttention"
@@ -41,7 +41,8 @@ def _unrotate(keys: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
 
 def check_cache(sub, ref, case) -> list:
     """k_cache holds the keys rotated at their own positions and v_cache the plain values, exactly as
-    one full pass writes them, in (B, num_heads, max_len, head_dim) tensors."""
+    one full pass writes them, in (B, num_heads, max_len, head_dim) tensors. The case grades the
+    rotation, which the statement asks in float64 for float64 x: float32-level error fails here."""
     x, freqs_cis = case.inputs["x"], case.inputs["freqs_cis"]
     B, L, E = x.shape
     H = case.init["num_heads"]
@@ -64,13 +65,19 @@ def check_cache(sub, ref, case) -> list:
             continue
         got = got[:, :, :L].detach().to(torch.float64)
         expect = ref[name][:, :, :L].to(torch.float64)
-        tol = 1e-9 * max(1.0, float(expect.abs().max()))
+        size = max(1.0, float(expect.abs().max()))
         err = float((got - expect).abs().max())
-        if err <= tol:
+        if err <= float64_bound(case) * size:
+            continue
+        if err <= FLOAT32_LEVEL * size:
+            failures.append(pick(f"self.{name}[:, :, :{L}] carries float32-level error ({err:.2g}) in a float64 case: "
+                                 f"the statement asks the rotation to be computed in float64 when x is float64",
+                                 f"self.{name}[:, :, :{L}] 在 float64 用例中带有 float32 级别的误差（{err:.2g}）："
+                                 f"题目要求 x 为 float64 时在 float64 中计算旋转"))
             continue
         if name == "k_cache":
             raw = _unrotate(expect, freqs_cis)
-            if float((got - raw).abs().max()) <= tol:
+            if float((got - raw).abs().max()) <= float64_bound(case) * size:
                 failures.append(Failure(pick("self.k_cache holds the keys before RoPE (they are rotated when read): "
                                              "rotate each key once at its own position and cache it rotated",
                                              "self.k_cache 存的是 RoPE 之前的 key（读取时才旋转）：应在每个 key "
@@ -89,7 +96,8 @@ def _cache_case(ctx: Ctx) -> Case:
     return Case(name="cache_contents", target=TARGET, init=dict(hidden_dim=H * D, num_heads=H), grad=False,
                 inputs={"x": ctx.randn(B, L, H * D), "freqs_cis": rope_table(D, L + 4, 10000.0)},
                 probe="cache_state", probe_args={"schedule": [4, 1, 3, 1], "max_len": L + 2},
-                check=check_cache, note="k_cache/v_cache vs one full pass", traits=traits(B=B, L=L))
+                check=check_cache, note="k_cache/v_cache vs one full pass", traits=traits(B=B, L=L),
+                full_float64=True)
 
 
 def cases(ctx: Ctx) -> list[Case]:

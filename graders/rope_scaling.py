@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, traits
+from attn_drill.bank.api import Case, Ctx, traits
 
 YARN_A = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
 LLAMA3_A = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from attn_drill.api import Case, Ctx, NoAutograd, causal_keep, on_cuda, traits
+from attn_drill.bank.api import Case, Ctx, NoAutograd, causal_keep, on_cuda, traits
 from attn_drill.i18n import pick
 
 TARGET = "scaled_dot_product_attention_backward"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_drill.api import Case, Ctx, Failure
+from attn_drill.bank.api import Case, Ctx, Failure
 from attn_drill.i18n import pick
 
 TARGET = "speculative_verify"
@@ -275,7 +275,8 @@ def check_distribution(sub, ref, case) -> list:
                          f"`{what}` 应为形状 {['B', G + 1][:len(shape)]} 的 int64 张量；实际是 {got}")]
     N = drafts.shape[0]
     if tokens.shape[0] != N or n.shape[0] != N:
-        return [pick(f"called with B={N}, the function returned {tokens.shape[0]} rows of tokens and {n.shape[0]} counts",
+        return [pick(f"called with B={N}, the function returned {tokens.shape[0]} rows of tokens "
+                     f"and {n.shape[0]} counts",
                      f"以 B={N} 调用时，函数返回了 {tokens.shape[0]} 行 token 和 {n.shape[0]} 个计数")]
     tokens, n = tokens.long(), n.long()
     # -- the structure of every row: x_0..x_{n-1}, one token in [0, V), then -1
@@ -372,8 +373,8 @@ def _position_failure(k, tokens, n, p, q, pv, count):
               f"from norm(max(0, p_{k} - q_{k}))",
               f"在位置 {k} 被拒绝后采样的 token 服从 p_{k} 本身；应从 norm(max(0, p_{k} - q_{k})) 中采样")),
         (_norm(torch.clamp(p[k + 1] - q[k], min=0)), "residual_next_row",
-         pick(f"the tokens drawn after a rejection at {k} follow norm(max(0, p_{k + 1} - q_{k})): the target row of the "
-              f"next position; use p_{k}",
+         pick(f"the tokens drawn after a rejection at {k} follow norm(max(0, p_{k + 1} - q_{k})): "
+              f"the target row of the next position; use p_{k}",
               f"在位置 {k} 被拒绝后采样的 token 服从 norm(max(0, p_{k + 1} - q_{k}))：用的是下一个位置的目标行；"
               f"应使用 p_{k}")),
         (torch.nn.functional.one_hot(residual.argmax(), V).double(), "residual_argmax",

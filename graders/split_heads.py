@@ -1,7 +1,7 @@
 """Cases for `split_heads`: split_heads and merge_heads, graded separately (outputs and gradients)."""
 import torch
 
-from attn_drill.api import Case, Ctx, traits
+from attn_drill.bank.api import Case, Ctx, traits
 
 
 def _split(ctx: Ctx, name: str, B: int, L: int, H: int, D: int, dtype) -> Case:

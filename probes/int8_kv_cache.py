@@ -1,6 +1,8 @@
 """Probes for `int8_kv_cache` (they run beside the submission and hold no answers)."""
 import torch
 
+from attn_drill.room import kit
+
 
 def _schedule(cache, q, k, v, schedule):
     """Feed q, k, v (B, H, L, D) to the cache chunk by chunk; the outputs joined along L."""
@@ -31,6 +33,27 @@ def storage(p):
     out = {name: getattr(cache, name, None) for name in ("k_cache", "v_cache", "k_scale", "v_scale")}
     out["bytes"] = _held_bytes(cache)
     return out
+
+
+def overflow(p):
+    """Writes at the cache's edge, each on a fresh cache of p.args["max_len"] positions: filling it
+    exactly (a prefill of max_len - 2, then 2), then one token at start_pos = max_len, then 3 at
+    max_len - 1 after a prefill of max_len - 1. Each: {"value": "ok"} or the error raised."""
+    q, k, v = p.inputs["q"], p.inputs["k"], p.inputs["v"]
+    B, H, _, D = q.shape
+    max_len = p.args["max_len"]
+    steps = []
+    with torch.no_grad():
+        def fill():
+            _schedule(p.target(B, H, max_len, D, dtype=p.dtype), q, k, v, [max_len - 2, 2])
+            return "ok"
+        steps.append(kit.attempt(fill))
+        for start, n in ((max_len, 1), (max_len - 1, 3)):
+            cache = p.target(B, H, max_len, D, dtype=p.dtype)
+            _schedule(cache, q, k, v, [start])
+            r = kit.attempt(cache, q[:, :, :n], k[:, :, :n], v[:, :, :n], start)
+            steps.append({"value": "ok"} if "value" in r else r)
+    return steps
 
 
 def zero_rows(p):

@@ -1,7 +1,7 @@
 """Probes for `masks` (they run beside the submission and hold no answers)."""
 import torch
 
-from attn_drill.api import padding_mask
+from attn_drill.bank.api import padding_mask
 
 
 def clamped(p):

@@ -73,9 +73,18 @@ def make_official(records: list):
                             "in_proj_weight": None if self.in_proj_weight is None else
                             self.in_proj_weight.detach().clone(),
                             "out_weight": self.out_proj.weight.detach().clone()})
-            with kit.unguarded():          # the official module may run torch's own attention
-                return super().forward(query, key, value, *args, **kwargs)
+            # the weights' path computes the attention itself (no fused kernel, which the room blocks)
+            want_weights = kwargs.pop("need_weights", args[1] if len(args) > 1 else True)
+            if len(args) > 1:
+                args = (args[0], True, *args[2:])
+            else:
+                kwargs["need_weights"] = True
+            out, weights = super().forward(query, key, value, *args, **kwargs)
+            return out, (weights if want_weights else None)
 
+    # torch's MultiheadAttention.forward calls F.multi_head_attention_forward, forbidden in the room:
+    # let it through for this class exactly (a subclass the test makes still trips)
+    kit.let_through("multi_head_attention_forward", _REAL_MHA.forward.__code__, MultiheadAttention)
     return MultiheadAttention
 
 
@@ -111,8 +120,8 @@ def run_test(p):
     test = p.target
     calls, records = [], []
     exc = _run(test, make_mhsa(None, calls), records)
-    obs = {"error": None if exc is None else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-           **_summary(calls, records)}
+    said = str(exc).splitlines()[0][:200] if exc is not None and str(exc) else ""
+    obs = {"error": None if exc is None else f"{type(exc).__name__}: {said}", **_summary(calls, records)}
     if exc is None:
         returned, missed = [], []
         for bug in NON_MASK_BUGS + MASK_BUGS:

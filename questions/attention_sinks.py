@@ -1,5 +1,5 @@
-"""Follow-up questions for `attention_sinks` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `attention_sinks` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def attended_pairs(seq_len, num_sinks, window_size):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `chunked_attention` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `chunked_attention` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def score_block_bytes(B, H, chunk, bytes_per_elem):

@@ -1,7 +1,7 @@
-"""Follow-up questions for `dropout` (see attn_drill/quiz.py for the format)."""
+"""Follow-up questions for `dropout` (see attn_drill/bank/quiz.py for the format)."""
 import math
 
-from attn_drill.quiz import Choice, Number, Ref
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def row_sum_std(L, p):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `flash_attention` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `flash_attention` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def saved_bytes(B, H, L, D, bytes_per_element):

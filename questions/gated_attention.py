@@ -1,7 +1,7 @@
-"""Follow-up questions for `gated_attention` (see attn_drill/quiz.py for the format)."""
+"""Follow-up questions for `gated_attention` (see attn_drill/bank/quiz.py for the format)."""
 import math
 
-from attn_drill.quiz import Choice, Number, Ref
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def module_parameters(E, H, Hkv, D, qk_norm=True):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `gqa` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `gqa` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def kv_head_of(query_head, num_query_heads, num_kv_heads):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `int8_kv_cache` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `int8_kv_cache` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def int8_cache_bytes(B, H, T, D, scale_bytes):

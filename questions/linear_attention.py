@@ -1,5 +1,5 @@
-"""Follow-up questions for `linear_attention` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `linear_attention` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def state_bytes(B, H, D, Dv, bytes_per_element):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `merged_qkv` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `merged_qkv` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def fused_row_of(block, row, E_out):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `mixed_precision` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `mixed_precision` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 FP16_MAX = (2 - 2 ** -10) * 2 ** 15          # 65504, the largest finite float16
 FP16_ULP_AT_MAX = 2 ** (15 - 10)             # spacing of float16 numbers in [2**15, 2**16)

@@ -1,5 +1,5 @@
-"""Follow-up questions for `mla` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `mla` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 # DeepSeek-V3's attention sizes: hidden, heads, q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head_dim
 V3 = dict(E=7168, H=128, rq=1536, r=512, dn=128, dr=64, dv=128)

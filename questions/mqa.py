@@ -1,5 +1,5 @@
-"""Follow-up questions for `mqa` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `mqa` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def kv_cache_bytes(num_layers, hidden_dim, num_heads, num_kv_heads, seq_len, batch_size, bytes_per_elem):

@@ -1,5 +1,5 @@
-"""Follow-up questions for `rope_cached_decode` (see attn_drill/quiz.py for the format)."""
-from attn_drill.quiz import Choice, Number, Ref
+"""Follow-up questions for `rope_cached_decode` (see attn_drill/bank/quiz.py for the format)."""
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def kv_cache_bytes(batch, num_heads, max_len, head_dim, bytes_per_element):

@@ -1,7 +1,7 @@
-"""Follow-up questions for `t5_bias` (see attn_drill/quiz.py for the format)."""
+"""Follow-up questions for `t5_bias` (see attn_drill/bank/quiz.py for the format)."""
 import math
 
-from attn_drill.quiz import Choice, Number, Ref
+from attn_drill.bank.quiz import Choice, Number, Ref
 
 
 def t5_bucket(relative_position, num_buckets=32, max_distance=128, bidirectional=True):

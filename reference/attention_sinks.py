@@ -124,7 +124,8 @@ class StreamingAttention(nn.Module):
         cos_q, sin_q = _rope_cos_sin(pos_q, D, self.rope_theta, x.dtype)        # (L, D)
         cos_k, sin_k = _rope_cos_sin(pos_k, D, self.rope_theta, x.dtype)        # (L, N, D)
         q = _apply_rope(q, cos_q, sin_q)                              # (B, H, L, D)
-        k_rot = _apply_rope(keys[:, :, None], cos_k, sin_k)           # (B, H, L, N, D): the keys as each query sees them
+        # (B, H, L, N, D): the keys as each query sees them
+        k_rot = _apply_rope(keys[:, :, None], cos_k, sin_k)
 
         scores = (q[:, :, :, None, :] * k_rot).sum(dim=-1) / math.sqrt(D)       # (B, H, L, N)
         scores = scores.masked_fill(keep.logical_not(), float("-inf"))

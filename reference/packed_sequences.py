@@ -15,7 +15,8 @@ def packing_metadata(seq_lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     """What a varlen kernel needs to know about documents packed one after another.
 
     seq_lens: (N,) int64, the documents' lengths in packing order, each >= 1
-    returns cu_seqlens (N + 1,) int32: [0, l_0, l_0 + l_1, ..., total]; document i is rows cu_seqlens[i]:cu_seqlens[i + 1]
+    returns cu_seqlens (N + 1,) int32: [0, l_0, l_0 + l_1, ..., total]; document i is rows
+    cu_seqlens[i]:cu_seqlens[i + 1]
             position_ids (total,) int64: each row's position inside its own document (0 at every document's first row)
             max_seqlen: a Python int, the longest document
     """

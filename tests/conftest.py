@@ -1,6 +1,11 @@
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# the parsed-spec cache of the tests' own (and of the commands they start), never the user's
+os.environ.setdefault("ATTN_DRILL_CACHE", tempfile.mkdtemp(prefix="attn-drill-test-cache-"))
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -22,3 +27,35 @@ def fixture_bank(monkeypatch):
 @pytest.fixture
 def cli_env():
     return {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "dumb"}
+
+
+@pytest.fixture(scope="session")
+def judge():
+    """One judge process for the whole test session (one per test process under xdist), on the real bank."""
+    from attn_drill.client import JudgeClient
+    with JudgeClient() as client:
+        yield client
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the tests of one problem of the bank run in one process: the judge there keeps
+    what it computed for that problem's cases (the reference's sides, the mutants' sides)."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        pid = params.get("pid")
+        if pid is None and isinstance(params.get("path"), Path) and params["path"].parent.parent == FIXTURES:
+            pid = params["path"].stem.split("__")[0]      # tests/fixtures/<kind>/<id>__<how>.py
+        if isinstance(pid, str):
+            item.add_marker(pytest.mark.xdist_group(pid))
+
+
+@pytest.fixture(autouse=True)
+def progress_home(tmp_path, monkeypatch):
+    """One progress per user: each test's in its own folder, never the real one (the CLI processes a
+    test starts inherit it). tmp_path/.attn-drill, where a folder kept its own before. And the tests
+    run the same under GitHub Actions: no annotations unless a test asks for them."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("ATTN_DRILL_HOME", str(tmp_path / ".attn-drill"))
+    from attn_drill.progress import adopt
+    adopt._DONE.clear()
+    yield tmp_path / ".attn-drill"

@@ -18,7 +18,7 @@ def load(pid: str, kind: str = "reference"):
 def failures(pid: str, case, sub, ref=None) -> list:
     """What a check case of graders/<pid>.py says about `sub` (a module, or any object with the target),
     its probe run here on both sides the way the engine runs it (the submission's side unguarded)."""
-    from attn_drill.engine import Prepared
+    from attn_drill.judge.prepare import Prepared
     from attn_drill.room.side import run_side
     ref = ref if ref is not None else load(pid)
     probes = load(pid, "probes") if (ROOT / "probes" / f"{pid}.py").is_file() else None

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from attn_drill.worker import WorkerClient
 
 # <id>.py or <id>__<how it differs>.py
 ALTERNATIVES = sorted((Path(__file__).parent / "fixtures" / "alternatives").glob("*.py"))
@@ -18,15 +17,10 @@ def problem_of(path: Path) -> str:
 SEEDS = (0, 1, 6, 7, 10, 11)
 
 
-@pytest.fixture(scope="module")
-def client():
-    with WorkerClient() as c:
-        yield c
-
 
 @pytest.mark.parametrize("path", ALTERNATIVES, ids=[p.stem for p in ALTERNATIVES])
-def test_a_correct_alternative_passes_on_every_seed(client, path):
+def test_a_correct_alternative_passes_on_every_seed(judge, path):
     for seed in SEEDS:
-        r = client.grade(problem_of(path), str(path), seed, full=True, time_limit=60)
+        r = judge.grade(problem_of(path), str(path), seed, full=True, time_limit=60)
         first = r.first_failure()
         assert r.status == "pass", f"seed {seed}: {r.message} {first.name + ': ' + first.message if first else ''}"

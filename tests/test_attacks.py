@@ -10,13 +10,13 @@ dispatch level, the audit hook guards files and processes, and every grading get
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from attn_drill import bank, policy
-from attn_drill.worker import WorkerClient
+from attn_drill import bank
+from attn_drill.bank import policy, sources
+from attn_drill.client import JudgeClient
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ATTACKS = FIXTURES / "attacks"
@@ -40,7 +40,7 @@ def fixture_bank_env():
 
 @pytest.fixture(scope="module")
 def client(fixture_bank_env):
-    c = WorkerClient().start()
+    c = JudgeClient().start()
     yield c
     c.close()
 
@@ -48,19 +48,25 @@ def client(fixture_bank_env):
 @pytest.fixture(scope="module")
 def bare(fixture_bank_env):
     """Grades in this process with the static policy off: only the layers below it stand."""
-    from attn_drill import engine
-    from attn_drill.rooms import Zygote
-    from attn_drill.worker import _hidden
+    from attn_drill.judge import engine
+    from attn_drill.judge.rooms import Zygote
+    from attn_drill.judge.sandbox import hidden_from as _hidden
     zyg = Zygote().spawn([], dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
-    real = policy.check
-    policy.check = lambda *args: []
+    real, real_use = policy.vet, sources.forbidden_use
+
+    def no_refusals(*args, **kwargs):
+        vetted = real(*args, **kwargs)
+        vetted.refusals = []
+        return vetted
+    policy.vet = no_refusals
+    sources.forbidden_use = lambda *args: []       # the static refusal of forbidden names is off too
     try:
         def grade(path, **kw):
             return engine.grade("attend", engine.Target(str(path), hidden=_hidden(str(path))), zyg, seed=5,
                                 time_limit=kw.pop("time_limit", 20), **kw)
         yield grade
     finally:
-        policy.check = real
+        policy.vet, sources.forbidden_use = real, real_use
         zyg.close()
 
 
@@ -77,8 +83,9 @@ def test_poisoning_a_library_function_cannot_reach_the_reference(client):
 def test_patching_the_engine_is_refused_and_would_not_reach_it(client, bare):
     r = _graded(client, "patch_judge")
     assert r.status == "error" and r.problem_error.kind == "refused" and "attn_drill" in r.message
-    r = bare(ATTACKS / "patch_judge.py")        # imported and patched, but in the room: the judge is elsewhere
-    assert r.status == "fail" and r.first_failure().forward == "fail"
+    r = bare(ATTACKS / "patch_judge.py")        # without the policy, the room refuses the import itself
+    assert r.status != "pass" and r.problem_error is not None
+    assert "importing attn_drill" in r.problem_error.message, r.problem_error.message
 
 
 # ---------------------------------------------------------------- 2. reaching the reference

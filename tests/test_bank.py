@@ -1,37 +1,94 @@
-"""Catalog-wide proof: `attn-drill verify` over the whole bank, as CI and authors run it."""
-import json
-import subprocess
-import sys
-from pathlib import Path
+"""The whole bank, proved one thing per test (each runnable with -k), against one judge per test process:
+
+  test_reference_passes[<id>]                 the reference passes every default case
+  test_stub_fails[<id>]                       the untouched stub fails
+  test_known_mistake[<id>.<mistake>]          graded as `check` grades it (every case), in Chinese: the
+                                              mutant fails, is named as itself (never as another), and
+                                              what the graders say about it comes in Chinese
+  test_questions_are_sound[<id>]              the follow-up questions, their proofs run with the reference
+  test_full_cases_at_another_seed[<id>]       `verify <id> --full` at another seed: the reference passes,
+                                              every mutant fails there too and is named as itself
+
+Each mutant is graded twice per run: once in full with the default cases, once fail-fast with --full.
+`attn-drill verify` itself is tested on the fixture bank (test_cli).
+"""
+from __future__ import annotations
+
+import re
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from attn_drill import bank, rules
+from attn_drill.bank import sources
+from attn_drill.verbs.verify import verify_one
+
+IDS = bank.ids()
+MUTANTS = [(pid, m.id) for pid in IDS for m in bank.get(pid).mistakes]
+CJK = re.compile("[\u4e00-\u9fff]")
+OTHER_SEED = 20261129
 
 
-def verify(*args):
-    out = subprocess.run([sys.executable, "-m", "attn_drill", "verify", "--json", *args], capture_output=True,
-                         text=True, cwd=ROOT, env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin", "HOME": "/tmp"},
-                         timeout=1200)
-    assert out.stdout, out.stderr
-    return out.returncode, json.loads(out.stdout)
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("bank")
 
 
-def _explain(data):
-    return "\n".join(f"{p['problem']}: {'; '.join(p['problems'])}" for p in data["problems"] if not p["ok"])
+def _write(folder, name: str, text: str):
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
-@pytest.mark.slow
-def test_every_problem_verifies():
-    code, data = verify()
-    assert code == 0 and data["ok"], _explain(data)
-    assert len(data["problems"]) >= 24
-    for p in data["problems"]:
-        assert p["reference"] == "pass" and p["stub"] == "fails"
-        assert p["mutants"] >= 4 and p["mutants_caught"] == p["mutants"]
+def _named(report) -> str | None:
+    named = report.diagnosis or report.symptom
+    return named.mistake if named else None
 
 
-@pytest.mark.slow
-def test_every_problem_verifies_on_the_full_cases_with_another_seed():
-    code, data = verify("--full", "--seed", "20261129")
-    assert code == 0 and data["ok"], _explain(data)
+def test_the_bank_is_whole():
+    assert len(IDS) >= 24
+    for pid in IDS:
+        assert len(bank.get(pid).mistakes) >= 4, pid
+
+
+@pytest.mark.parametrize("pid", IDS)
+def test_reference_passes(judge, folder, pid):
+    # graded from a copy: a room may not read the bank itself
+    path = _write(folder, f"ref_{pid}.py", sources.read(bank.reference_path(pid)))
+    r = judge.grade(pid, path, 0, time_limit=rules.time_limit(bank.get(pid)))
+    first = r.first_failure()
+    assert r.status == "pass", f"{r.message} {first.name + ': ' + first.message if first else ''}"
+
+
+@pytest.mark.parametrize("pid", IDS)
+def test_stub_fails(judge, folder, pid):
+    spec = bank.get(pid)
+    path = _write(folder, f"stub_{pid}.py", sources.make_stub(spec, sources.read(bank.reference_path(pid))))
+    r = judge.grade(pid, path, 0, fail_fast=True, diagnose=False, time_limit=rules.time_limit(spec))
+    assert r.status != "pass", "the untouched stub passes: the cases prove nothing"
+
+
+@pytest.mark.parametrize("pid, mid", MUTANTS, ids=[f"{p}.{m}" for p, m in MUTANTS])
+def test_known_mistake(judge, folder, pid, mid):
+    spec = bank.get(pid)
+    path = _write(folder, f"{pid}__{mid}.py", sources.mutant_source(spec, sources.read(bank.reference_path(pid)), mid))
+    r = judge.grade(pid, path, 0, lang="zh", time_limit=rules.time_limit(spec))
+    assert r.status != "pass", f"mutant {pid}.{mid} passes every case"
+    assert _named(r) == mid, f"named {_named(r)!r}, expected {mid!r} ({r.message})"
+    english = [f"{c.name}: {s}" for c in r.cases
+               for s in list(c.checks) + ([c.message] if c.tensor.startswith("trace rule") else []) if s and
+               not CJK.search(s)]
+    assert not english, "the graders' words in English only:\n" + "\n".join(english)
+
+
+@pytest.mark.parametrize("pid", IDS)
+def test_questions_are_sound(judge, pid):
+    from attn_drill.verbs.quizzing import questions_of
+    assert len(questions_of(pid)) >= 3
+    assert judge.check_questions(pid) == []
+
+
+@pytest.mark.parametrize("pid", IDS)
+def test_full_cases_at_another_seed(judge, tmp_path, pid):
+    row = verify_one(pid, judge, OTHER_SEED, True, tmp_path)
+    assert row.ok, "; ".join(row.problems)
+    assert row.reference == "pass" and row.stub == "fails" and row.mutants_caught == row.mutants

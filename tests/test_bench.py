@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from attn_drill import bank
 from attn_drill.cli import app
-from attn_drill.timing import _q, _rse, sdpa_shapes
+from attn_drill.judge.timing import _q, _rse, sdpa_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"NO_COLOR": "1", "COLUMNS": "100"}

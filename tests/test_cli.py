@@ -108,13 +108,18 @@ def test_check_report_explains_a_known_mistake(cli_env, tmp_path, monkeypatch):
     res = invoke(["check", "mhsa", "--seed", "2"], cli_env)
     assert res.exit_code == 1
     first = res.output          # the first screen: the failing case, the named mistake, the replay
-    assert "softmax_query_axis" in first and "dim=-2" in first and "replay: " in first
+    # the mistake by its title (the id stays in the JSON)
+    assert "looks like: softmax over the query axis" in first and "dim=-2" in first and "replay: " in first
+    assert "softmax_query_axis" not in first
     assert "Mismatched elements" not in first and "--verbose" in first
     res = invoke(["check", "mhsa", "--seed", "2", "--verbose"], cli_env)
     out = res.output
     assert out.startswith(first.split("details:")[0][:200])                # the same first screen, then
     assert "Mismatched elements" in out and "Greatest absolute difference" in out   # the details
     assert "got vs expected" in out and "error of `out`" in out
+    assert out.count("looks like") == 1                                      # said once, on the first screen
+    data = json.loads(invoke(["check", "mhsa", "--seed", "2", "--json"], cli_env).output)
+    assert data["attn_drill"]["diagnosis"] == "softmax_query_axis"
 
 
 def test_check_json_is_exercism_v3(cli_env, tmp_path, monkeypatch):

@@ -26,10 +26,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from attn_drill import bank, state
+from attn_drill import bank
+from attn_drill.progress import store
 from attn_drill.cli import app
 from attn_drill.results import PASS, Report
-from attn_drill.spec import SpecError, parse_spec
+from attn_drill.bank.spec import SpecError, parse_spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REFERENCE = FIXTURES / "bank" / "reference" / "attend.py"
@@ -77,11 +78,11 @@ class FakeClient:
 
 @pytest.fixture
 def fake_judge(monkeypatch):
-    monkeypatch.setattr("attn_drill.worker.WorkerClient", FakeClient)
+    monkeypatch.setattr("attn_drill.verbs.check.JudgeClient", FakeClient)
 
 
 def invoke(args):
-    state._SAID.clear()   # each command is its own process in real use: its warnings start unsaid
+    store._SAID.clear()   # each command is its own process in real use: its warnings start unsaid
     res = runner.invoke(app, args, env=ENV)
     out = res.output
     assert "Traceback" not in out, f"{args}: a traceback\n{out}"
@@ -114,6 +115,7 @@ def _run_command(name: str, folder: Path, monkeypatch):
     for f in needs:
         (folder / f).write_text("# my own work\n" if name == "reset" else REFERENCE.read_text())
     monkeypatch.chdir(folder)
+    monkeypatch.setenv("ATTN_DRILL_HOME", str(folder / ".attn-drill"))   # this workspace's progress is the user's
     res = invoke(args)
     assert res.exit_code == code, f"{name}: exit code {res.exit_code}, expected {code}\n{res.output}"
     assert shown(res.stdout), f"{name}: its result is not shown\n{res.output}"
@@ -348,7 +350,7 @@ def test_hand_damaged_progress_files(tmp_path, bank_copy, fake_judge, monkeypatc
         assert res.stderr.count("warning:") == 1, f"{damage}, {name}: one warning line\n{res.stderr}"
         assert ("started afresh" in res.stderr) == whole, res.stderr
         if name in ("list", "progress --json"):   # read-only commands save the repaired file too
-            assert state.load(folder, lambda m: pytest.fail(f"warned again: {m}"))["version"] == 1
+            assert store.load(folder / ".attn-drill", lambda m: pytest.fail(f"warned again: {m}"))["version"] == 1
 
 
 def test_good_entries_are_kept_beside_a_damaged_one(tmp_path, bank_copy, fake_judge, monkeypatch):
@@ -356,7 +358,7 @@ def test_good_entries_are_kept_beside_a_damaged_one(tmp_path, bank_copy, fake_ju
     res = _run_command("progress --json", folder, monkeypatch)
     rows = {r["id"]: r for r in json.loads(res.stdout)["problems"]}
     assert "problems.mhsa" in res.stderr and "dropped" in res.stderr
-    data = state.load(folder)
+    data = store.load(folder / ".attn-drill")
     assert data["problems"]["gqa"]["status"] == "passed" and "mhsa" not in data["problems"]
     assert rows["attend"]["status"] == "not started"
 
@@ -487,6 +489,7 @@ def test_a_read_only_workspace(tmp_path, bank_copy, fake_judge, monkeypatch, con
         for f in needs:
             (folder / f).write_text("# my own work\n" if name == "reset" else REFERENCE.read_text())
         monkeypatch.chdir(folder)
+        monkeypatch.setenv("ATTN_DRILL_HOME", str(folder / ".attn-drill"))
         with monkeypatch.context() as m:
             ReadOnly(folder).install(m)
             res = invoke(args)
@@ -763,12 +766,12 @@ def _broken_bank(root: Path) -> None:
 
 
 def test_a_broken_bank_file_is_named_without_a_traceback(tmp_path, bank_copy, monkeypatch):
-    from attn_drill.worker import WorkerClient
+    from attn_drill.client import JudgeClient
     _broken_bank(bank_copy)
     _fresh_bank()
     sub = tmp_path / "attend.py"
     shutil.copy(REFERENCE, sub)
-    with WorkerClient() as client:        # one judge for every broken problem
+    with JudgeClient() as client:        # one judge for every broken problem
         for pid, (role, shown, words) in BROKEN.items():
             with pytest.raises(bank.BankError) as info:
                 client.grade(pid, str(sub), 1)
@@ -797,9 +800,10 @@ def test_check_with_a_damaged_progress_file_still_shows_the_report(tmp_path, ban
         folder = _workspace(tmp_path, n, text)
         shutil.copy(REFERENCE, folder / "attend.py")
         monkeypatch.chdir(folder)
+        monkeypatch.setenv("ATTN_DRILL_HOME", str(folder / ".attn-drill"))
         res = invoke(["check", "attend", "--seed", "3"])
         assert res.exit_code == 0, res.output
         assert "PASS" in res.stdout and "attend" in res.stdout
         kept = list((folder / ".attn-drill").glob("state.json.damaged-*"))
         assert len(kept) == 1 and kept[0].read_bytes() == text and kept[0].name in res.stderr
-        assert state.load(folder)["problems"]["attend"]["status"] == "passed"
+        assert store.load(folder / ".attn-drill")["problems"]["attend"]["status"] == "passed"

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from attn_drill import bank
-from attn_drill.worker import WorkerClient
+from attn_drill.errors import UsageError
+from attn_drill.client import JudgeClient
 
 SUBS = os.path.join(os.path.dirname(__file__), "fixtures", "submissions")
 
@@ -15,7 +16,7 @@ def client():
     os.environ["ATTN_DRILL_BANK"] = os.path.join(os.path.dirname(__file__), "fixtures", "bank")
     bank.root.cache_clear()
     bank.get.cache_clear()
-    c = WorkerClient().start()
+    c = JudgeClient().start()
     yield c
     c.close()
     if old is None:
@@ -99,12 +100,12 @@ def test_input_mutation(client):
     assert "in place" in r.first_failure().message and "v" in r.first_failure().message
 
 
-def test_forbidden_call_is_caught_statically_and_at_runtime(client):
+def test_forbidden_call_is_refused_before_any_case_runs(client):
     r = grade(client, "forbidden")
-    assert r.status == "fail"
-    assert any(f["name"] == "scaled_dot_product_attention" for f in r.findings)
-    assert r.first_failure().problem.kind == "forbidden"
-    assert r.first_failure().problem.frames[-1].line == 9
+    assert r.status == "error" and not r.cases            # found in the source: no case needs to run
+    assert r.problem_error.kind == "forbidden" and "scaled_dot_product_attention" in r.problem_error.message
+    frame = r.problem_error.frames[-1]
+    assert frame.line == 9 and frame.code[frame.col - 1:].startswith("scaled_dot_product_attention")
 
 
 def test_detached_gradient(client):
@@ -142,7 +143,7 @@ def test_seed_replays_exactly(client):
 
 
 def test_unknown_case_is_a_usage_error(client):
-    with pytest.raises(ValueError, match="no case"):
+    with pytest.raises(UsageError, match="no case"):
         grade(client, "pass", case="nope")
 
 

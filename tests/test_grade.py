@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from attn_drill.cli import app
-from attn_drill.verbs.check import UsageError
-from attn_drill.verbs.grade import _fingerprint, copy_folder, parse_shard, shard_of, students_of
+from attn_drill.errors import UsageError
+from attn_drill.verbs.grade import _fingerprint, parse_shard, shard_of, students_of
+from attn_drill.verbs.scratch import copy_folder
 
 CLASS = Path(__file__).resolve().parent / "fixtures" / "class"
 ENV = {"NO_COLOR": "1", "COLUMNS": "100"}
@@ -152,3 +153,61 @@ def test_a_class_of_broken_submissions(tmp_path):
     assert _fingerprint(CLASS) == before
     assert not (CLASS / "grace" / "notes.txt").exists()
     assert not (CLASS / "grace_was_here.txt").exists() and not (CLASS.parent / "grace_was_here.txt").exists()
+
+
+def _rows(out):
+    """results.csv without the timings (which differ from run to run)."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(open(out / "results.csv",
+                                                                                        encoding="utf-8"))]
+
+
+def _grade(args, stop_after: int | None = None):
+    """`attn-drill grade ARGS` in its own process group; with stop_after, Ctrl-C (SIGINT to the group, as
+    a terminal sends it) once that many grades are printed. (exit code, output)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "attn_drill", "grade", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **ENV), start_new_session=True)
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if stop_after and sum(bool(re.match(r"(PASS|FAIL|ERROR|exception|missing)\s", x)) for x in seen) >= stop_after:
+            os.killpg(p.pid, signal.SIGINT)
+            stop_after = None
+    return p.wait(timeout=300), "".join(seen)
+
+
+@pytest.mark.slow
+def test_grade_interrupted_writes_what_finished_and_resume_gives_the_uninterrupted_results(tmp_path):
+    """Ctrl-C at 2 of 5 grades: exit 130, the two finished grades written (marked interrupted), and how
+    to continue; --resume grades only the other three, with the same seed: the same results as one run."""
+    import shutil
+    cls = tmp_path / "class"
+    for who in ("alice", "bob", "carol", "grace", "heidi"):
+        shutil.copytree(CLASS / who, cls / who)
+    common = ["--seed", "5", "--workers", "1", "--time-limit", "20"]
+    rc, whole = _grade([str(cls), "--out", str(tmp_path / "whole"), *common])
+    assert rc == 0, whole
+
+    part = tmp_path / "part"
+    rc, first = _grade([str(cls), "--out", str(part), *common], stop_after=2)
+    assert rc == 130, first
+    assert "interrupted:" in first and "--resume" in first and "Traceback" not in first
+    done = _rows(part)
+    assert 2 <= len(done) < 5 and json.loads((part / "summary.json").read_text())["interrupted"] is True
+    assert all(r in _rows(tmp_path / "whole") for r in done)             # what finished is what a run gives
+
+    rc, second = _grade([str(cls), "--out", str(part), "--resume", "--workers", "1"])
+    assert rc == 0, second
+    assert f"resuming: {len(done)} of 5 grades were finished before" in " ".join(second.split())
+    graded_again = [line for line in second.splitlines() if line.startswith(("PASS", "FAIL", "ERROR", "exception",
+                                                                             "missing"))]
+    assert len(graded_again) == 5 - len(done)                            # only the rest
+    assert _rows(part) == _rows(tmp_path / "whole")
+    assert json.loads((part / "summary.json").read_text())["interrupted"] is False
+    assert not (part / ".grade-journal.jsonl").exists()
+    res = runner.invoke(app, ["grade", str(cls), "--out", str(part), "--resume"], env=ENV)
+    assert res.exit_code == 2 and "no interrupted grading to resume" in res.output

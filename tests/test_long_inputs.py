@@ -6,12 +6,11 @@ positions), or an integer argument reaches a threshold. If some default case is
 longer than the threshold, the cheat fails; this holds for every problem with tensor outputs, at
 thresholds from 12 (the shortest "long" case the seed document's problems used to lack) to 64.
 """
-from pathlib import Path
 
 import pytest
 
-from attn_drill import bank, source
-from attn_drill.worker import WorkerClient
+from attn_drill import bank
+from attn_drill.bank import sources
 
 THRESHOLDS = (12, 64)
 
@@ -57,7 +56,7 @@ NOT_TENSORS = {"attention_heatmap", "attention_cost", "mha_unit_test"}
 
 def cheat_source(pid: str, limit: int) -> str:
     spec = bank.get(pid)
-    lines = [source.read(bank.reference_path(pid)), WRAPPER]
+    lines = [sources.read(bank.reference_path(pid)), WRAPPER]
     for name in spec.interface:
         if spec.kind == "module" or name[:1].isupper():
             lines.append(f"{name}.forward = cheat({name}.forward, {limit})")
@@ -66,16 +65,11 @@ def cheat_source(pid: str, limit: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture(scope="module")
-def client():
-    with WorkerClient() as c:
-        yield c
-
 
 @pytest.mark.parametrize("pid", [p for p in bank.ids() if p not in NOT_TENSORS])
-def test_right_only_on_short_inputs_fails(client, pid, tmp_path):
+def test_right_only_on_short_inputs_fails(judge, pid, tmp_path):
     for limit in THRESHOLDS:
         path = tmp_path / f"{pid}.py"
         path.write_text(cheat_source(pid, limit), encoding="utf-8")
-        r = client.grade(pid, str(path), 0, time_limit=60)
+        r = judge.grade(pid, str(path), 0, time_limit=60)
         assert r.status != "pass", f"zeros from size {limit} up pass every default case of {pid}"

@@ -1,6 +1,6 @@
 """Every command example in the docs runs, so none can go stale.
 
-The test reads README.md, docs/classroom.md and AUTHORING.md itself. An example is a line of a
+The test reads README.md, AUTHORING.md and every docs/*.md itself. An example is a line of a
 fenced block (bash, sh, console, text or untagged) that runs `attn-drill` (or `pip`, `python`), or
 an inline code span of the prose that starts with `attn-drill `, `pip install ` or `python `.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/classroom.md", "AUTHORING.md")
+DOCS = ("README.md", "AUTHORING.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 BLOCK_LANGS = {"", "bash", "sh", "shell", "console", "text"}
 TIMEOUT_S = 180          # one command; generous, so a busy machine does not fail the test
 PARALLEL = 2             # commands run at the same time (each grading spawns a worker importing torch)
@@ -209,13 +209,14 @@ def pip_problems(args: list[str], cwd: Path) -> list[str]:
 
 
 def pytest_problems(cwd: Path) -> list[str]:
-    """`python -m pytest` from cwd: pytest and the test extra importable, the test folder there."""
+    """`python -m pytest` from cwd: pytest and the test extra installed, the test folder there."""
     problems = []
     extras = _pyproject(cwd)["project"].get("optional-dependencies", {}).get("test", [])
     for req in extras or ["pytest"]:
         name = re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]
-        if subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True).returncode:
-            problems.append(f"the test extra's {name} is not importable")
+        probe = f"import importlib.metadata as m; m.version({name!r})"   # a distribution, not a module name
+        if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode:
+            problems.append(f"the test extra's {name} is not installed")
     for p in _pyproject(cwd).get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", []):
         if not (cwd / p).is_dir():
             problems.append(f"testpath {p} not found in {cwd}")
@@ -242,7 +243,7 @@ def _env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("ATTN_DRILL_LANG", "ATTN_DRILL_BANK", "FORCE_COLOR", "CLICOLOR_FORCE", "PYTEST_ADDOPTS")}
     env.update(NO_COLOR="1", COLUMNS="100", LINES="40", TERM="dumb", PYTHONUNBUFFERED="1",
-               XDG_CONFIG_HOME=str(home / "config"),
+               XDG_CONFIG_HOME=str(home / "config"), ATTN_DRILL_HOME=str(home / "progress"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return env
 
@@ -336,6 +337,13 @@ def ws_class(args, ws, home):
     (sub / "bob" / "helpers.py").write_text("SCALE = 1.0\n", encoding="utf-8")
 
 
+def ws_interrupted_class(args, ws, home):
+    """The class of ws_class, its grading stopped by Ctrl-C after the first grade."""
+    ws_class(args, ws, home)
+    r = run_until(["grade", "submissions/", "--workers", "1"], ws, home, r"\b(PASS|FAIL|missing)\b \S+/mhsa")
+    assert r.rc == 130 and "--resume" in r.flat, f"could not interrupt a grading to resume:\n{r.out}"
+
+
 def ws_paused_mock(args, ws, home):
     """A mock interview started here and paused with Ctrl-C."""
     r = run_until(["mock", "--count", "1", "-p", "mhsa"], ws, home, r"with your editor")
@@ -363,7 +371,7 @@ def _cuda() -> bool:
 
 
 def _sandbox() -> bool:
-    from attn_drill import sandbox
+    from attn_drill.judge import sandbox
     return sandbox.available()[0]
 
 
@@ -392,6 +400,18 @@ def _json_out(r: Result):
     json.loads(r.stdout)
 
 
+def _html_written(r: Result):
+    """The page --html names: one self-contained HTML document."""
+    page = r.ws / r.argv[r.argv.index("--html") + 1]
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "<script" not in text.lower(), f"{page} is not the report"
+
+
+def _only_findings(r: Result):
+    """--format lines / github of a passing solution: no finding, so nothing on stdout."""
+    assert r.stdout.strip() == "", f"a passing solution printed findings:\n{r.stdout}"
+
+
 def _cuda_or_said_why(r: Result):
     assert r.rc == 0 or "no CUDA device" in r.flat, "exit 1 without saying CUDA is missing"
 
@@ -418,6 +438,7 @@ def _grades_written(r: Result):
 # | watch ID                           | the untouched stub               | 0    | Ctrl-C after the first verdict  |
 # | mock (a new one)                   | empty                            | 0    | Ctrl-C pauses it                |
 # | mock --resume                      | a paused mock                    | 0    | Ctrl-C pauses it again          |
+# | grade ... --resume                 | that class, Ctrl-C after 1 grade | 0    | grading completed               |
 # | grade ... --fail-under 80          | class of 3, 1 passes             | 1    | 33% < 80%                       |
 # | grade ...                          | class of 3, 1 passes             | 0    | grading completed               |
 # | bench ... --device cuda            | the reference                    | 0/1  | 1 on a machine without CUDA     |
@@ -439,8 +460,14 @@ RULES = [
          expect=[r"needs confirmation"], check=_file_kept),
     Rule(r"check( .*)? --sandbox( .*)?", ws_ref, lambda r: 0 if _sandbox() else 2,
          "0 where an OS sandbox can be made, else 2 (a usage error that says why)", check=_sandbox_or_said_why),
+    Rule(r"check( .*)? --format (lines|github)( .*)?", ws_ref, 0, "a passing solution: no finding, nothing printed",
+         check=_only_findings),
+    Rule(r"check( .*)? --html \S+( .*)?", ws_ref, 0, "a passing solution; the page written", expect=[r"\bPASS\b"],
+         check=_html_written),
     Rule(r"check( .*)? --json( .*)?", ws_ref, 0, "a passing solution", check=_json_stdout("status", "pass")),
     Rule(r"check( .*)?", ws_ref, 0, "a passing solution", expect=[r"\bPASS\b"]),
+    Rule(r"watch \S+ --format lines", ws_stub, 0, "Ctrl-C after the first check's end line ends it",
+         until=r"attn-drill watch: checked \S+ FAIL", expect=[r"stopped watching after 1 check"]),
     Rule(r"watch \S+( .*)?", ws_stub, 0, "Ctrl-C after the first verdict ends it",
          until=r"check #1 .*\b(FAIL|PASS)\b", expect=[r"stopped watching after 1 check"]),
     Rule(r"mock --history( .*)?", ws_empty, 0, "no mocks yet"),
@@ -449,8 +476,12 @@ RULES = [
     Rule(r"mock( .*)?", ws_empty, 0, "Ctrl-C pauses it", until=r"with your editor",
          expect=[r"paused .* left", r"attn-drill mock --resume"]),
     Rule(r"grade", ws_empty, 0, "named in passing: its --help", help_only=True),
+    Rule(r"grade \S+ --resume", ws_interrupted_class, 0, "the interrupted grading finished", check=_grades_written,
+         expect=[r"resuming: \d of 3 grades were finished before"]),
     Rule(r"grade \S+ .*--fail-under 80( .*)?", ws_class, 1, "1 of 3 students pass, under 80%",
          expect=[r"1 of 3 pass"]),
+    Rule(r"grade \S+( .*)? --html \S+( .*)?", ws_class, 0, "grading completed; the page written",
+         check=_html_written),
     Rule(r"grade \S+( .*)? --json( .*)?", ws_class, 0, "grading completed; JSON on stdout", check=_json_out),
     Rule(r"grade \S+( .*)?", ws_class, 0, "grading completed", check=_grades_written),
     Rule(r"bench", ws_empty, 0, "named in passing: its --help", help_only=True),
@@ -508,7 +539,7 @@ def plan(e: Example) -> Plan:
     if argv[0] in ("python", "python3"):
         if argv[1:3] == ["-m", "attn_drill"]:
             argv = ["attn-drill", *argv[3:]]
-        elif argv[1:3] == ["-m", "attn_drill.quiz"]:  # the question checker: run for real
+        elif argv[1:3] == ["-m", "attn_drill.bank.quiz"]:  # the question checker: run for real
             return Plan(("python", *argv), "python", argv[1:])
         elif argv[1:2] == ["-m"]:
             return Plan(("module", *argv), "static", argv[2:])

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 
 from loading import failures, load
 
-from attn_drill import bank, source
-from attn_drill.api import Ctx, case_seed
+from attn_drill import bank
+from attn_drill.bank import sources
+from attn_drill.bank.api import Ctx, case_seed
 from attn_drill.room.usercode import load_source
 
 
@@ -53,8 +54,8 @@ def paged_ref():
 
 def _mutants(pid: str) -> dict:
     spec = bank.get(pid)
-    src = source.read(bank.reference_path(pid))
-    return {m.id: load_source(source.mutant_source(spec, src, m.id), f"test_mutant_{pid}_{m.id}")
+    src = sources.read(bank.reference_path(pid))
+    return {m.id: load_source(sources.mutant_source(spec, src, m.id), f"test_mutant_{pid}_{m.id}")
             for m in spec.mistakes}
 
 
@@ -195,7 +196,7 @@ def test_speculative_stationary_statistics_match_the_facts(spec_ref):
 
 def _check_once(pid: str, case, mod) -> list:
     """A check case's verdict on `mod`, its probe run once here (the check reads no reference)."""
-    from attn_drill.engine import Prepared
+    from attn_drill.judge.prepare import Prepared
     from attn_drill.room.side import run_side
     side = run_side(mod, Prepared(case, mod, check=True).low, session=None, trace=False, repeat=False,
                     probes=load(pid, "probes"))

@@ -189,7 +189,7 @@ def test_state_check_names_a_rolling_window_and_accepts_rotated_keys():
     """The grader's cache check: a cache that evicts its sinks is named; keys kept rotated at their
     current cache positions (Hugging Face's SinkCache design) are accepted."""
     grader = load("attention_sinks", "graders")
-    from attn_drill.api import Ctx
+    from attn_drill.bank.api import Ctx
     case = next(c for c in grader.cases(Ctx(0)) if c.name == "cache_state")
 
     class Rotated(SINKS.StreamingAttention):
@@ -207,9 +207,10 @@ def test_state_check_names_a_rolling_window_and_accepts_rotated_keys():
             self.k_cache = SINKS._apply_rope(self.raw, cos, sin)
             return out
 
-    from attn_drill import bank, source
+    from attn_drill import bank
+    from attn_drill.bank import sources
     rolling = types.ModuleType("rolling")
-    exec(source.mutant_source(bank.get("attention_sinks"), source.read(bank.reference_path("attention_sinks")),
+    exec(sources.mutant_source(bank.get("attention_sinks"), sources.read(bank.reference_path("attention_sinks")),
                               "evict_sinks"), rolling.__dict__)
     found = failures("attention_sinks", case, rolling)
     assert found and getattr(found[0], "mistake", None) == "evict_sinks", found
@@ -354,7 +355,8 @@ def _llama_by_sdpa(m, x, pad=None):
     return h + ffn
 
 
-@pytest.mark.parametrize("H,Hkv,D,inter,theta,eps,pad", [(6, 2, 8, 40, 1e4, 1e-5, None), (4, 1, 6, 17, 500.0, 1e-6, [7, 3]),
+@pytest.mark.parametrize("H,Hkv,D,inter,theta,eps,pad", [(6, 2, 8, 40, 1e4, 1e-5, None),
+                                                         (4, 1, 6, 17, 500.0, 1e-6, [7, 3]),
                                                          (3, 3, 10, 22, 5e5, 1e-5, [7, 7, 1])])
 def test_llama_layer_matches_sdpa_with_gqa(H, Hkv, D, inter, theta, eps, pad):
     torch.manual_seed(8)
@@ -423,8 +425,10 @@ def _gated_by_sdpa(m, x, pad=None, grouped=False):
     return (o * torch.sigmoid(gate)).reshape(B, L, H * D) @ m.o_proj.weight.double().T
 
 
-@pytest.mark.parametrize("E,H,Hkv,D,factor,qk_norm,pad", [(32, 4, 2, 16, 0.25, True, None), (20, 3, 1, 12, 0.5, True, [9, 2, 5]),
-                                                          (18, 2, 2, 10, 0.4, False, None), (9, 6, 3, 6, 1.0, True, [9, 4])])
+@pytest.mark.parametrize("E,H,Hkv,D,factor,qk_norm,pad", [(32, 4, 2, 16, 0.25, True, None),
+                                                          (20, 3, 1, 12, 0.5, True, [9, 2, 5]),
+                                                          (18, 2, 2, 10, 0.4, False, None),
+                                                          (9, 6, 3, 6, 1.0, True, [9, 4])])
 def test_gated_attention_matches_sdpa_and_the_grouped_layout(E, H, Hkv, D, factor, qk_norm, pad):
     torch.manual_seed(10)
     m = GATED.GatedAttention(E, H, Hkv, D, partial_rotary_factor=factor, rope_theta=500.0, qk_norm=qk_norm).double()

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_drill import bank, source
+from attn_drill import bank
+from attn_drill.bank import sources
 from attn_drill.room.usercode import load_source
 from loading import load
 
@@ -24,7 +25,8 @@ def _gen(seed: int) -> torch.Generator:
 
 def _mutant(pid: str, mistake: str):
     spec = bank.get(pid)
-    return load_source(source.mutant_source(spec, source.read(bank.reference_path(pid)), mistake), f"m_{pid}_{mistake}")
+    source = sources.mutant_source(spec, sources.read(bank.reference_path(pid)), mistake)
+    return load_source(source, f"m_{pid}_{mistake}")
 
 
 # ============================================================================================ mla

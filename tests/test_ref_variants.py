@@ -262,7 +262,8 @@ def test_mqa_matches_sdpa_single_kv_head(H, D, masks):
     kpm = keep = None
     if masks != "none":
         kpm = _pad([6, 1, 4], L)
-        keep = torch.ones(L, L, dtype=torch.bool).tril() if masks == "pad_causal" else (torch.rand(B, L, L, generator=g) > 0.5)
+        keep = (torch.ones(L, L, dtype=torch.bool).tril() if masks == "pad_causal"
+                else torch.rand(B, L, L, generator=g) > 0.5)
         if keep.dim() == 3:
             keep[..., 0] = True
     q = (x @ m.q_proj.weight.T).view(B, L, H, D).transpose(1, 2)
@@ -301,16 +302,17 @@ def test_kv_cache_bytes_counts_real_tensors():
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         layers, heads = int(torch.randint(1, 5, (), generator=g)), 6
         kv = [1, 2, 3, 6][int(torch.randint(0, 4, (), generator=g))]
-        head_dim, seq, batch = int(torch.randint(2, 9, (), generator=g)), int(torch.randint(1, 30, (), generator=g)), 3
-        cache = [(torch.empty(batch, kv, seq, head_dim, dtype=dtype), torch.empty(batch, kv, seq, head_dim, dtype=dtype))
-                 for _ in range(layers)]
+        head_dim, seq, batch = (int(torch.randint(2, 9, (), generator=g)),
+                                int(torch.randint(1, 30, (), generator=g)), 3)
+        cache = [(torch.empty(batch, kv, seq, head_dim, dtype=dtype),
+                  torch.empty(batch, kv, seq, head_dim, dtype=dtype)) for _ in range(layers)]
         total = sum(t.numel() * t.element_size() for pair in cache for t in pair)
         assert f(layers, heads * head_dim, heads, kv, seq, batch, torch.empty(0, dtype=dtype).element_size()) == total
 
 
 def test_mqa_grader_names_kv_mistakes():
     gmod = load("mqa", "graders")
-    from attn_drill.api import Ctx
+    from attn_drill.bank.api import Ctx
     checks = [c for c in gmod.cases(Ctx(5)) if c.check is not None]
     ref = REF["mqa"]
     for c in checks:

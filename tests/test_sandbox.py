@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_drill import sandbox
+from attn_drill.judge import sandbox
 
 OK, WHY = sandbox.available()
 needs_sandbox = pytest.mark.skipif(not OK, reason=f"no OS sandbox here: {WHY}")
@@ -55,7 +55,7 @@ def _fingerprint(folder: Path) -> dict:
 @needs_sandbox
 def test_a_hostile_student_changes_nothing_outside_its_copy(tmp_path):
     from attn_drill import bank
-    from attn_drill.rooms import Zygote
+    from attn_drill.judge.rooms import Zygote
     scratch = tmp_path / "scratch" / "s1"
     scratch.mkdir(parents=True)
     bob = tmp_path / "class" / "bob"
@@ -133,7 +133,7 @@ def test_grade_keeps_other_students_and_the_outputs_untouched(tmp_path):
     assert {c["student"]: c["outcome"] for c in summary["cells"]} == {"alice": "pass", "mallory": "pass"}
 
 
-def test_without_a_sandbox_grade_says_so_and_can_refuse(tmp_path, monkeypatch):
+def test_without_a_sandbox_grade_refuses_unless_asked_and_then_says_what_is_not_protected(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from attn_drill.cli import app
@@ -142,10 +142,17 @@ def test_without_a_sandbox_grade_says_so_and_can_refuse(tmp_path, monkeypatch):
     root = tmp_path / "class"
     (root / "alice").mkdir(parents=True)
     (root / "alice" / "mhsa.py").write_text("x = 1\n")
-    res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(tmp_path / "g"),
-                                   "--require-sandbox"], env={"NO_COLOR": "1", "COLUMNS": "200"})
-    assert res.exit_code == 2 and "no OS sandbox" in res.output
-    res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(tmp_path / "g")],
-                             env={"NO_COLOR": "1", "COLUMNS": "200"})
-    assert res.exit_code == 0 and "no OS sandbox (bwrap is not installed)" in res.output
+    env = {"NO_COLOR": "1", "COLUMNS": "400"}
+    for extra in ([], ["--require-sandbox"]):       # refused by default; the old flag still refuses
+        res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(tmp_path / "g"), *extra],
+                                 env=env)
+        assert res.exit_code == 2 and "no OS sandbox can be made here (bwrap is not installed)" in res.output
+        assert "--no-sandbox" in res.output and not (tmp_path / "g").exists()
+    res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(tmp_path / "g"), "--no-sandbox"],
+                             env=env)
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "NO OS SANDBOX (bwrap is not installed)" in said and "NOT protected" in said
+    for unprotected in ("written by native code", "outlive the grading", "outside the class folder", "memory and CPU"):
+        assert unprotected in said, unprotected
     assert json.loads((tmp_path / "g" / "summary.json").read_text())["sandbox"] is None

@@ -9,5 +9,6 @@ Verbs compute results and call these; every word comes from the message catalogu
   practice   list, show, hints, progress, mock interviews, today, plan, quiz
   classroom  grade, verify and bench output
 """
-from .base import FIRST_SCREEN, console, emit, is_tty, markdown, print_command  # noqa: F401
+from .base import (FIRST_SCREEN, code, confirm, console, emit, error, live, markdown,  # noqa: F401
+                   print_command, plain, print_json, say, spinner, warn)
 from .exercism import exercism  # noqa: F401

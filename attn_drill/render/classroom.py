@@ -8,7 +8,8 @@ from rich import box
 from rich.console import Console, Group
 from rich.text import Text
 
-from ..i18n import t
+from ..i18n import labelled, t
+from ..results import printable
 from .base import clip, fitted_table, num
 from .report import verdict_word
 
@@ -28,14 +29,14 @@ def grade_heading(n: int, everyone: int, where: str, problems: list[str], worker
 
 
 def isolation_line(sandboxed: bool, note: str) -> Text:
-    return Text((t("grade.isolation") if sandboxed else t("cli.warning")) + " " + note,
+    return Text(labelled(t("grade.isolation") if sandboxed else t("cli.warning"), note),
                 style="dim" if sandboxed else "yellow")
 
 
 def cell_line(c, width: int) -> Text:
     """One finished grade, as it arrives."""
     line = Text.assemble((f"{outcome_word(c.outcome):<10}", OUTCOME_STYLE.get(c.outcome, "")),
-                         f" {c.student}/{c.problem}")
+                         f" {printable(c.student)}/{c.problem}")
     if c.outcome != "pass" and c.message:
         line.append("  " + clip(" ".join(c.message.split()), max(20, width - line.cell_len - 2), 1), style="dim")
     return line
@@ -84,7 +85,7 @@ def class_table(students: list[str], problems: list[str], cells: dict, title: st
         [{"name": t("grade.passed"), "drop": 0, "justify": "right"}]
     body = []
     for s in students:
-        row, n = [s], 0
+        row, n = [printable(s)], 0
         for p in problems:
             c = cells.get((s, p))
             if c is None:

@@ -5,6 +5,16 @@ from ..i18n import pick, t
 from ..results import ERROR, FAIL, PASS, SKIP, Report
 
 
+def _named(r: Report) -> dict | None:
+    """The mistake (or symptom) the report names, with its words: id, title, explanation."""
+    from .report import mistake_title
+    d = r.diagnosis or r.symptom
+    if d is None:
+        return None
+    return {"id": d.mistake, "kind": "mistake" if r.diagnosis else "symptom",
+            "title": mistake_title(r.problem, d.mistake), "explanation": pick(d.en, d.zh)}
+
+
 def exercism(r: Report) -> dict:
     """The exercism test-runner format, version 3, plus per-case numbers under `attn_drill`."""
     tests = []
@@ -27,7 +37,8 @@ def exercism(r: Report) -> dict:
                            "max_error": c.max_error, "allowed": c.allowed, "time_ms": round(c.time_ms, 3),
                            "mismatched": c.compare["mismatched"] if c.compare else None,
                            "total": c.compare["total"] if c.compare else None,
-                           "diagnosis": c.diagnosis.mistake if c.diagnosis else None},
+                           "diagnosis": c.diagnosis.mistake if c.diagnosis else None,
+                           "float32_level_error": c.float32_level_error, "float64_bound": c.float64_bound},
         })
     from .report import summary_line
     message = None
@@ -43,6 +54,7 @@ def exercism(r: Report) -> dict:
                        "seconds": round(r.seconds, 3), "replay": r.replay or None,
                        "diagnosis": r.diagnosis.mistake if r.diagnosis else None,
                        "symptom": r.symptom.mistake if r.symptom else None,
+                       "named": _named(r),
                        "skipped": skipped,
                        "findings": r.findings, "warnings": r.warnings,
                        "output": (r.output[:500] or None)},

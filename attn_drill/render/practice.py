@@ -6,22 +6,26 @@ from rich.text import Text
 
 from ..i18n import has, t, tn
 from ..results import PASS
-from .base import print_command
+from .base import Command, Para, pad, say
+
+
+def rating_word(rating: str) -> str:
+    """again, hard, good, easy: FSRS's ratings, in the user's language."""
+    return t(f"rating.{rating}") if has(f"rating.{rating}") else rating
 
 
 def after_check(con: Console, results: list[tuple[str, str]], nxt: str | None, scheduled: dict = None) -> None:
     """Below the reports: the count over several files, what a pass scheduled, what to do next."""
-    from .. import clock
+    from ..progress import clock
     for pid, sch in (scheduled or {}).items():
         if sch and sch.get("due"):
             key = "check.drill_done" if sch.get("drill") else "check.scheduled"
-            con.print(Text(t(key, id=pid, rating=sch["rating"], date=clock.local_day(sch["due"])), style="cyan"),
-                      soft_wrap=True)
+            say(t(key, id=pid, rating=rating_word(sch["rating"]), date=clock.local_day(sch["due"])), "cyan", con)
     if len(results) > 1:
         passed = sum(st == PASS for _, st in results)
         con.print(Text(t("check.total", passed=passed, total=len(results)), style="bold"))
     if nxt:
-        print_command(con, f"attn-drill show {nxt}  ·  attn-drill new {nxt}", t("check.next") + " ")
+        con.print(Para(f"{t('check.next')} attn-drill show {nxt} · attn-drill new {nxt}", "dim"))
 
 
 # ---------------------------------------------------------------- list and show
@@ -35,12 +39,14 @@ def status_word(status: str) -> str:
 def problem_table(rows: list[dict], lang: str, width: int):
     from rich import box
     from .base import fitted_table
+    # what goes first when the screen is narrow: the tags (long), the kind, then the minutes and the
+    # level; a title wraps between words, never inside one
     cols = [{"name": t("list.id"), "drop": 0}, {"name": t("list.title"), "drop": 0, "wrap": True, "min": 12},
-            {"name": t("list.level"), "drop": 3}, {"name": t("list.kind"), "drop": 4},
-            {"name": t("list.tags"), "drop": 2, "fold": True, "min": 14},
-            {"name": t("list.minutes"), "drop": 5, "justify": "right"}, {"name": t("list.status"), "drop": 0}]
+            {"name": t("list.level"), "drop": 2}, {"name": t("list.kind"), "drop": 4},
+            {"name": t("list.tags"), "drop": 5, "wrap": True, "min": 14},
+            {"name": t("list.minutes"), "drop": 3, "justify": "right"}, {"name": t("list.status"), "drop": 0}]
     body = [[r["id"], r["title_zh"] if lang == "zh" else r["title"], t(f"level.{r['difficulty']}"), r["kind"],
-             ", ".join(r["tags"]), str(r["minutes"]),
+             t("join.list").join(r["tags"]), str(r["minutes"]),
              Text(status_word(r["status"]), style=STATUS_STYLE.get(r["status"], ""))] for r in rows]
     table = fitted_table(cols, body, width, title=t("list.heading", n=len(rows)), title_justify="left",
                          box=box.SIMPLE_HEAD, pad_edge=False)
@@ -50,15 +56,15 @@ def problem_table(rows: list[dict], lang: str, width: int):
 def statement(spec, lang: str):
     from rich.console import Group
     from .base import markdown
-    parts = [Text.assemble((f"{spec.id}: {spec.title.get(lang)}", "bold"),
-                           (f"  [{t('level.' + spec.difficulty)}, ~{spec.minutes} {t('unit.min')}, "
-                            f"{', '.join(spec.tags)}]", "dim")),
+    sep = t("join.list")
+    parts = [Para(t("show.heading", id=spec.id, title=spec.title.get(lang), level=t("level." + spec.difficulty),
+                    minutes=spec.minutes, tags=sep.join(spec.tags)), "bold"),
              markdown(spec.statement.get(lang)),
-             Text(t("show.interface", names=", ".join(spec.interface)), style="cyan"),
-             Text(t("show.forbidden", names=", ".join(spec.all_forbidden)), style="dim")]
+             Para(t("show.interface", names=sep.join(spec.interface)), "cyan"),
+             Para(t("show.forbidden", names=sep.join(spec.all_forbidden)), "dim")]
     if spec.required:
-        parts.append(Text(t("show.required", names=", ".join(r.api for r in spec.required)), style="dim"))
-    parts.append(Text(t("show.next", n=len(spec.hints), id=spec.id), style="dim"))
+        parts.append(Para(t("show.required", names=sep.join(r.api for r in spec.required)), "dim"))
+    parts.append(Para(t("show.next", n=len(spec.hints), id=spec.id), "dim"))
     return Group(*parts)
 
 
@@ -82,13 +88,24 @@ def _outcome_style(st: str) -> str:
     return "green" if st == PASS else ("yellow" if st in ("checking", "not attempted") else "red")
 
 
-def mock_screen(m: dict, last: dict, left: float, prompt: str, folder: str, width: int):
-    """The live panel of a running mock: the clock, a row per problem, the keys."""
+def mock_heading(mid: str, what: str, seed: int) -> Text:
+    return Text.assemble((t("mock.heading", id=mid), "bold"), " ", what, ("   " + t("report.seed", seed=seed), "dim"))
+
+
+def mock_paused(text: str) -> Text:
+    return Text.assemble(("\n" + t("mock.paused") + " ", "bold yellow"), text)
+
+
+def mock_screen(m: dict, last: dict, left: float, prompt: str, folder: str, width: int,
+                followups: dict | None = None):
+    """The live panel of a running mock: the clock, a row per problem (its last check, the mistake it
+    looks like, its follow-ups), the keys."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.table import Table
     from .base import clip
     inner = max(30, width - 4)
+    followups = followups or {}
     tab = Table(box=None, pad_edge=False, expand=False, show_edge=False)
     for col in ("#", t("mock.problem"), t("mock.checks"), t("mock.hints")):
         tab.add_column(col, no_wrap=True)
@@ -103,20 +120,22 @@ def mock_screen(m: dict, last: dict, left: float, prompt: str, folder: str, widt
         line = Text.assemble(f"  {i}. ", (f"{outcome_word(st)}", _outcome_style(st)))
         if p.get("passed_at"):
             line.append("  " + t("mock.green_at", at=duration(p["passed_after"])), style="green")
+        if followups.get(pid):
+            line.append("  " + t("mock.followups_row", result=followups[pid]), style="cyan")
         rows.append(line)
         if got.get("message") and st not in (PASS, "checking"):
-            rows.append(Text("     " + clip(got["message"], inner - 5, 2), style="dim"))
+            rows.append(Para(got["message"], "dim", indent=5, max_lines=2))
         if got.get("mistake"):
-            rows.append(Text("     " + clip(t("mock.looks_like", id=got["mistake"], why=got.get("why") or ""),
-                                           inner - 5, 2), style="magenta"))
+            rows.append(Para(t("mock.looks_like", id=got.get("title") or got["mistake"], why=got.get("why") or ""),
+                             "magenta", indent=5, max_lines=2))
     clock = Text.assemble(("⏱ ", ""), (t("mock.left", left=duration(left)), "bold red" if left < 60 else "bold"),
                           " " + t("mock.of", total=duration(m["seconds"])))
     ready = [pid for pid, p in m["problems"].items() if p.get("passed_at") and not p.get("followups_asked")]
-    parts = [clock, tab, *rows, Text(clip(t("mock.keys"), inner, 2), style="dim")]
+    parts = [clock, tab, *rows, Para(t("mock.keys"), "dim")]
     if ready:
-        parts.append(Text(clip(t("mock.followups_ready", ids=", ".join(ready)), inner, 2), style="bold cyan"))
+        parts.append(Para(t("mock.followups_ready", ids=t("join.list").join(ready)), "bold cyan"))
     if prompt:
-        parts.append(Text(prompt, style="bold cyan"))
+        parts.append(Para(prompt, "bold cyan"))
     return Panel(Group(*parts), title=t("mock.title", id=m["id"]), title_align="left",
                  subtitle=clip(t("mock.edit_in", folder=folder), inner, 1), border_style="cyan")
 
@@ -125,7 +144,7 @@ def scorecard(card: dict, width: int):
     """The end of a mock: a row per problem, the named mistake and replay of each failure, the score explained."""
     from rich import box
     from rich.console import Group
-    from .base import clip, fitted_table
+    from .base import fitted_table
     cols = [{"name": t("mock.problem"), "drop": 0}, {"name": t("mock.result"), "drop": 0},
             {"name": t("mock.time_to_green"), "drop": 2}, {"name": t("mock.checks"), "drop": 3, "justify": "right"},
             {"name": t("mock.hints"), "drop": 0, "justify": "right"},
@@ -140,19 +159,17 @@ def scorecard(card: dict, width: int):
                      f"{r['score']:.2f}"])
     table = fitted_table(cols, body, width, title=t("mock.scorecard", id=card["id"]), title_justify="left",
                          box=box.SIMPLE_HEAD)
-    inner = max(30, width - 2)
     parts = [table]
     for r in card["problems"]:
         if r["passed"]:
             continue
         if r.get("message"):
-            parts.append(Text(clip(f"  {r['id']}: {r['message']}", inner, 2), style="dim"))
+            parts.append(Para(f"{r['id']}: {r['message']}", "dim", indent=2, hang=4, max_lines=2))
         if r.get("mistake"):
-            parts.append(Text(clip("    " + t("mock.looks_like", id=r["mistake"], why=r.get("why") or ""), inner, 2),
-                              style="magenta"))
+            parts.append(Para(t("mock.looks_like", id=r.get("title") or r["mistake"], why=r.get("why") or ""),
+                              "magenta", indent=4, max_lines=2))
         if r.get("replay"):
-            parts.append(Text.assemble(("    " + t("report.replay"), "dim"), (r["replay"], "bold"), no_wrap=True,
-                                       overflow="ignore"))
+            parts.append(Command(r["replay"], t("report.replay"), indent=4))
     good = card["verdict"] in ("strong pass", "pass")
     parts.append(Text.assemble((t("mock.verdict") + " ", "bold"),
                                (t("mock.v." + card["verdict"].replace(" ", "_")), "bold green" if good else "bold red"),
@@ -160,11 +177,15 @@ def scorecard(card: dict, width: int):
                                          hints=card["hints"], used=duration(card["used"]),
                                          seconds=duration(card["seconds"]), score=f"{card['score']:.2f}")))
     if card.get("followups_asked"):
-        per = ", ".join(f"{r['id']} {r['followups_right']}/{r['followups_asked']}" for r in card["problems"]
-                        if r.get("followups_asked"))
-        parts.append(Text(t("mock.followups_card", right=card["followups_right"], n=card["followups_asked"],
-                            per=per), style="cyan"))
-    parts.append(Text(clip(t("mock.how_scored"), inner, 4), style="dim"))
+        per = t("join.list").join(f"{r['id']} {r['followups_right']}/{r['followups_asked']}" for r in card["problems"]
+                                  if r.get("followups_asked"))
+        parts.append(Para(t("mock.followups_card", right=card["followups_right"], n=card["followups_asked"],
+                            per=per), "cyan"))
+    from ..progress import clock
+    for pid, rev in (card.get("reviewed") or {}).items():     # what the mock did to the re-drills
+        parts.append(Para(t("mock.reviewed", id=pid, rating=rating_word(rev["rating"]),
+                            date=clock.local_day(rev["due"])), "cyan"))
+    parts.append(Para(t("mock.how_scored"), "dim", max_lines=4))
     return Group(*parts)
 
 
@@ -181,7 +202,8 @@ def mock_history(mocks: list[dict], width: int):
         passed = "" if m["passed"] is None else f"{m['passed']}/{len(m['problems'])}"
         verdict = m["verdict"] or m["status"] or ""
         key = "mock.v." + verdict.replace(" ", "_")
-        body.append([(m.get("started") or "")[5:16].replace("T", " "), m["id"] or "", ", ".join(m["problems"]),
+        body.append([(m.get("started") or "")[5:16].replace("T", " "), m["id"] or "",
+                     t("join.list").join(m["problems"]),
                      f"{duration(m['used'] or 0)} / {duration(m['seconds'] or 0)}", passed,
                      "" if m["hints"] is None else str(m["hints"]),
                      "" if m.get("score") is None else f"{m['score']:.2f}",
@@ -204,7 +226,8 @@ def progress(d: dict, lang: str, width: int):
     from .base import fitted_table
     cols = [{"name": t("list.id"), "drop": 0}, {"name": t("list.level"), "drop": 4},
             {"name": t("list.status"), "drop": 0}, {"name": t("progress.checks"), "drop": 5, "justify": "right"},
-            {"name": t("progress.first_pass"), "drop": 6}, {"name": t("progress.to_pass"), "drop": 3, "justify": "right"},
+            {"name": t("progress.first_pass"), "drop": 6},
+            {"name": t("progress.to_pass"), "drop": 3, "justify": "right"},
             {"name": t("progress.best"), "drop": 2, "justify": "right"},
             {"name": t("progress.hints"), "drop": 1, "justify": "right"}, {"name": t("progress.solution"), "drop": 1}]
     body = []
@@ -222,30 +245,35 @@ def progress(d: dict, lang: str, width: int):
                         if v["total"])
     parts.append(Text.assemble((t("progress.solved") + " ", "bold"),
                                (t("progress.of", solved=s["solved"], total=s["total"]), "bold green"),
-                               f"  ({levels})" + (" · " + t("progress.failing", n=s["failing"]) if s["failing"] else "")))
-    tags = Text(t("progress.by_tag") + " ", style="bold")
-    for i, (tag, v) in enumerate(s["by_tag"].items()):
-        tags.append(("" if i == 0 else " · ") + tag + " ", style="")
-        tags.append(f"{v['solved']}/{v['total']}", style="green" if v["solved"] == v["total"] else "")
-    parts.append(tags)
+                               f"  ({levels})" + (" · " + t("progress.failing", n=s["failing"])
+                                                  if s["failing"] else "")))
+    started = [(tag, v) for tag, v in s["by_tag"].items() if v["solved"]]
+    rest = len(s["by_tag"]) - len(started)
+    if started:         # the tags with something solved; the others counted, not listed
+        text = t("progress.by_tag") + " " + " · ".join(f"{tag} {v['solved']}/{v['total']}" for tag, v in started)
+        if rest:
+            text += " · " + tn("progress.other_tags", rest)
+    else:
+        text = t("progress.by_tag") + " " + tn("progress.no_tag_yet", rest)
+    parts.append(Para(text))
     if d.get("retention"):
         parts.append(retention_line(d["retention"]))
     parts.append(mock_history(d["mocks"], width) if d["mocks"] else Text(t("progress.no_mocks"), style="dim"))
+    if d.get("kept_in"):
+        parts.append(Para(t("progress.kept_in", file=d["kept_in"]), "dim"))
     return Group(*parts)
 
 
-def retention_line(r: dict) -> Text:
-    return Text.assemble((t("progress.retention") + " ", "bold"),
-                         t("progress.retention_counts", due=r["due"], overdue=r["overdue"], memory=r["from_memory"],
-                           tracked=r["tracked"]))
+def retention_line(r: dict) -> Para:
+    return Para(t("progress.retention") + " " + t("progress.retention_counts", due=r["due"], overdue=r["overdue"],
+                                                    memory=r["from_memory"], tracked=r["tracked"]))
 
 
 # ---------------------------------------------------------------- re-drills, today, plan
-def drill_started(pid: str, file: str, minutes: int) -> Text:
-    return Text(t("drill.started", id=pid, file=file, minutes=minutes))
+LABEL_CELLS = 10       # the label column of `today`, in terminal cells (a CJK character takes two)
 
 
-def _item_line(item: dict, lang: str) -> Text:
+def _item_line(item: dict, lang: str) -> list:
     kind = item["kind"]
     label = t(f"today.kind.{kind}")
     what = item["id"] or tn("today.questions", sum(item.get("questions", {}).values())
@@ -254,27 +282,28 @@ def _item_line(item: dict, lang: str) -> Text:
     if kind == "redrill" and item.get("overdue_days"):
         extra = " " + t("today.overdue", n=item["overdue_days"])
     if kind == "quiz" and isinstance(item.get("questions"), dict):
-        extra = " (" + ", ".join(f"{p} {n}" for p, n in item["questions"].items()) + ")"
-    line = Text.assemble((f"  {label:<10}", "bold cyan" if kind != "new" else "bold"), (what, "bold"),
+        extra = t("today.per_problem", counts=t("join.list").join(f"{p} {n}" for p, n in item["questions"].items()))
+    line = Text.assemble(("  " + pad(label, LABEL_CELLS), "bold cyan" if kind != "new" else "bold"), (what, "bold"),
                          (extra, "yellow" if kind == "redrill" else "dim"),
-                         (f"  ~{item['minutes']} {t('unit.min')}", "dim"))
+                         ("  " + t("today.minutes", n=item["minutes"]), "dim"))
+    out = [line]
     if item.get("command"):
-        line.append("\n" + " " * 12)
-        line.append(item["command"], style="")
-    return line
+        out.append(Command(item["command"], indent=2 + LABEL_CELLS, style=""))
+    return out
 
 
 def today(d: dict, lang: str, width: int):
     from rich.console import Group
-    parts = [Text(t("today.heading", date=d["date"], minutes=d["minutes"]), style="bold")]
+    parts = [Para(t("today.heading", date=d["date"], minutes=d["minutes"]), "bold")]
     if not d["items"]:
-        parts.append(Text(t("today.nothing"), style="green"))
+        parts.append(Para(t("today.nothing"), "green"))
     for item in d["items"]:
-        parts.append(_item_line(item, lang))
+        parts += _item_line(item, lang)
     if d.get("next_due"):
-        parts.append(Text(t("today.next_due", id=d["next_due"]["id"], date=d["next_due"]["date"]), style="dim"))
+        parts.append(Para(t("today.next_due", id=d["next_due"]["id"], date=d["next_due"]["date"]), "dim"))
     parts.append(retention_line(d["retention"]))
-    parts.append(Text(t("today.how"), style="dim"))
+    parts.append(Para(t("today.how", again=rating_word("again"), hard=rating_word("hard"), good=rating_word("good"),
+                        easy=rating_word("easy")), "dim"))
     return Group(*parts)
 
 
@@ -291,14 +320,14 @@ def plan_table(d: dict, lang: str, width: int):
     cols = [{"name": t("plan.day"), "drop": 0, "justify": "right"}, {"name": t("plan.date"), "drop": 2},
             {"name": t("plan.work"), "drop": 0, "wrap": True, "min": 20},
             {"name": t("list.minutes"), "drop": 1, "justify": "right"}]
-    body = [[str(day["day"]), day["date"][5:], "; ".join(_plan_cell(i) for i in day["items"]) or t("plan.free"),
-             str(day["minutes"])] for day in d["plan"]]
+    body = [[str(day["day"]), day["date"][5:], t("report.join").join(_plan_cell(i) for i in day["items"]) or
+             t("plan.free"), str(day["minutes"])] for day in d["plan"]]
     parts = [fitted_table(cols, body, width, title=t("plan.title", days=d["days"], hours=f"{d['hours_per_day']:g}"),
                           title_justify="left", box=box.SIMPLE_HEAD)]
     if d["not_planned"]:
-        parts.append(Text(t("plan.left", n=len(d["not_planned"]), ids=", ".join(d["not_planned"][:8]) +
-                            (" …" if len(d["not_planned"]) > 8 else "")), style="dim"))
-    parts.append(Text(t("plan.how"), style="dim"))
+        parts.append(Para(t("plan.left", n=len(d["not_planned"]), ids=t("join.list").join(d["not_planned"][:8]) +
+                            ("…" if len(d["not_planned"]) > 8 else "")), "dim"))
+    parts.append(Para(t("plan.how"), "dim"))
     return Group(*parts)
 
 
@@ -312,12 +341,12 @@ def plan_markdown(d: dict, lang: str) -> str:
         for item in day["items"] or []:
             cmd = {"new": f"attn-drill new {item['id']}", "redrill": f"attn-drill drill {item['id']}",
                    "quiz": "attn-drill quiz --due"}[item["kind"]]
-            lines.append(f"- [ ] {_plan_cell(item)} (~{item['minutes']} {t('unit.min')}): `{cmd}`")
+            lines.append("- [ ] " + t("plan.md_item", what=_plan_cell(item), minutes=item["minutes"], command=cmd))
         if not day["items"]:
             lines.append(f"- {t('plan.free')}")
         lines.append("")
     if d["not_planned"]:
-        lines.append(t("plan.left", n=len(d["not_planned"]), ids=", ".join(d["not_planned"])))
+        lines.append(t("plan.left", n=len(d["not_planned"]), ids=t("join.list").join(d["not_planned"])))
         lines.append("")
     lines.append(f"_{t('plan.how')}_")
     return "\n".join(lines)
@@ -331,7 +360,7 @@ def quiz_progress(i: int, n: int) -> Text:
 def question(pid: str, q, lang: str):
     from rich.panel import Panel
     from ..i18n import pick
-    return Panel(Text(pick(q.en, q.zh)), title=t("quiz.title", id=pid), title_align="left", border_style="cyan")
+    return Panel(Para(pick(q.en, q.zh)), title=t("quiz.title", id=pid), title_align="left", border_style="cyan")
 
 
 def choices(texts: list[str], at: int | None):
@@ -344,24 +373,52 @@ def choices(texts: list[str], at: int | None):
     for i, text in enumerate(texts):
         mark = "›" if at == i else " "
         tab.add_row(Text(f"{mark} {i + 1}.", style="bold cyan" if at == i else "bold"),
-                    Text(text, style="bold" if at == i else ""))
+                    Para(text, "bold" if at == i else ""))
     return Group(tab, Text(t("quiz.keys"), style="dim")) if at is not None else tab
 
 
+def number(value) -> str:
+    """A number written one way, whatever the language: whole numbers grouped by thousands (274,877,906,944),
+    others with six significant digits."""
+    v = float(value)
+    if v.is_integer() and abs(v) < 1e18:
+        return f"{int(v):,}"
+    return f"{v:.6g}"
+
+
+def number_with_unit(value, unit: str) -> str:
+    """274,877,906,944 FLOPs (2^38): the number, its unit, and the power of two it is, when it is one."""
+    text = f"{number(value)} {unit}".strip()
+    v = float(value)
+    if v.is_integer() and v >= 1024 and int(v) & (int(v) - 1) == 0:
+        text += f" (2^{int(v).bit_length() - 1})"
+    return text
+
+
+def unreadable(message: str) -> Text:
+    return Para(message, "yellow")
+
+
 def feedback(right: bool, skipped: bool, answer: str, explain: str, where: str | None, lang: str,
-             got=None, width: int = 80) -> Text:
-    from .base import wrap
-    out = Text()
+             got: str | None = None, width: int = 80):
+    from rich.console import Group
+    parts = []
     if right:
-        out.append(t("quiz.right") + "\n", style="bold green")
+        parts.append(Text(t("quiz.right"), style="bold green"))
     else:
-        out.append(t("quiz.skipped") if skipped else t("quiz.wrong"), style="bold red")
-        out.append(wrap(t("quiz.answer", answer=answer), width) + "\n")
-    out.append(wrap(explain, width) + "\n")
+        head = t("quiz.skipped") if skipped else t("quiz.wrong")
+        if got is not None:
+            head += t("quiz.you_said", got=got)
+        parts.append(Para(head + t("quiz.answer", answer=answer), "bold red"))
+    parts.append(Para(explain))
     if where:
-        out.append(t("quiz.see", where=where) + "\n", style="dim")
-    return out
+        parts.append(Para(t("quiz.see", where=where), "dim"))
+    parts.append(Text(""))
+    return Group(*parts)
 
 
-def quiz_summary(right: int, n: int) -> Text:
-    return Text(t("quiz.summary", right=right, n=n), style="bold green" if right == n else "bold")
+def quiz_summary(right: int, n: int, unread: int = 0) -> Para:
+    text = t("quiz.summary", right=right, n=n)
+    if unread:
+        text += " " + tn("quiz.not_rated", unread)
+    return Para(text, "bold green" if right == n else "bold")

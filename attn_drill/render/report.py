@@ -9,21 +9,80 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..i18n import index, pick, t, tn
+from ..i18n import has, index, pick, t, tn
+from ..messages import MESSAGES
 from ..results import ERROR, FAIL, PASS, SKIP, CaseResult, Report
-from .base import FIRST_SCREEN, STYLE, clip, fitted_table, height, num
+from .base import FIRST_SCREEN, STYLE, Command, Para, cell_width, clip, fitted_table, height, num
 
 # ---------------------------------------------------------------- the first screen
+
+
+STATIC = ("syntax", "missing", "refused", "import", "forbidden")   # found before any code ran
 
 
 def verdict_word(status: str) -> str:
     return t(f"verdict.{status}") if status in (PASS, FAIL, ERROR, SKIP) else status
 
 
+def is_static(r: Report) -> bool:
+    """The file was refused before it ran (a syntax error, a forbidden call...): no seed, no replay."""
+    return r.problem_error is not None and not r.cases and r.problem_error.kind in STATIC
+
+
+def readable(mistake_id: str) -> str:
+    """An id as words, for a mistake that has no title yet: softmax_query_axis → softmax query axis."""
+    return mistake_id.replace("_", " ")
+
+
+def mistake_title(problem: str, mistake_id: str) -> str:
+    """A known mistake's short title (its spec's `title`), or a symptom's, in the user's language."""
+    from .. import bank
+    from ..bank import catalogue
+    kind = catalogue.kind_of(mistake_id)
+    if kind is not None:
+        return pick(kind.title.en, kind.title.zh)
+    try:
+        m = bank.get(problem).mistake(mistake_id)
+    except Exception:  # noqa: BLE001 - a report of a problem that is gone: its id, made readable
+        m = None
+    if m is not None:
+        return pick(m.shown.en, m.shown.zh)
+    key = f"symptom.{mistake_id}"
+    if has(key):
+        return t(key)
+    if mistake_id.startswith("only_"):
+        traits = [t(f"trait.{x}") if has(f"trait.{x}") else _DTYPES.get(x, x) for x in _traits(mistake_id[5:])]
+        return t("symptom.only", traits=t("symptom.and").join(traits))
+    return readable(mistake_id)
+
+
+_DTYPES = {"fp64": "float64", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _traits(text: str) -> list[str]:
+    """only_lq_ne_lk_pad → lq_ne_lk, pad (the longest trait names first)."""
+    known = sorted([k[6:] for k in MESSAGES if k.startswith("trait.")] + list(_DTYPES), key=len, reverse=True)
+    out = []
+    while text:
+        hit = next((k for k in known if text == k or text.startswith(k + "_")), None)
+        if hit is None:
+            return out + [readable(text)]
+        out.append(hit)
+        text = text[len(hit) + 1:]
+    return out
+
+
+def named_title(r: Report) -> str:
+    """"looks like: <the mistake's title>", or "what the failure shows: <the symptom>"."""
+    named = r.diagnosis or r.symptom
+    label = t("report.looks_like") if r.diagnosis else t("report.shows")
+    return t("report.named", label=label, id=mistake_title(r.problem, named.mistake))
+
+
 def first_screen(r: Report, title: str, width: int = 80, budget: int = FIRST_SCREEN, hint: bool = True,
                  details_cmd: str | None = None) -> Group:
     """The verdict and what to do next, in at most `budget` lines at this width. Texts that would not
-    fit are cut after a whole word; the replay command is never cut."""
+    fit are cut after a whole word; a command is never cut."""
     for level in range(4):                       # shorter texts at each level, until it fits
         parts = _first(r, title, width, level, hint, details_cmd)
         group = Group(*parts)
@@ -42,36 +101,38 @@ def _first(r: Report, title: str, width: int, level: int, hint: bool, details_cm
     if r.problem_error is not None and not same:
         parts.append(_problem_lines(r.problem_error, inner, frames=3 - level if level < 3 else 1, said=said))
     for f in [f for f in r.findings if f.get("line")][:2]:
-        parts.append(Text(clip(t("report.line", line=f["line"], message=f["message"]), inner, 2), style="red"))
+        line = t("report.line", line=f["line"], message=f["message"])
+        if f["message"] not in said and one_line(line) not in said:
+            parts.append(Para(line, "red", max_lines=2))
     if first is not None:
         parts.append(_first_case(first, inner, level, said))
     named = r.diagnosis or r.symptom
     if named is not None:
-        label = t("report.looks_like") if r.diagnosis else t("report.shows")
-        body = clip(pick(named.en, named.zh), inner, (5, 3, 2, 1)[level])
-        parts.append(Panel(Text(body), title=t("report.named", label=label, id=named.mistake), title_align="left",
-                           border_style="magenta", expand=True, padding=(0, 1)))
+        parts.append(Panel(Para(pick(named.en, named.zh), max_lines=(5, 3, 2, 1)[level]), title=named_title(r),
+                           title_align="left", border_style="magenta", expand=True, padding=(0, 1)))
     if level < 3:
         line = _spread(r, inner, 2 - (level > 0))
         if line is not None:
             parts.append(line)
     notes = r.warnings[: (2, 1, 1, 0)[level]]
     for w in notes:
-        parts.append(Text(clip(t("report.note", text=w), inner + 2, 2), style="yellow"))
+        parts.append(Para(t("report.note", text=w), "yellow", max_lines=2))
     hidden = len(r.warnings) - len(notes)
     if r.output.strip():
         n = len(r.output.strip().splitlines())
         parts.append(Text(tn("report.printed", n), style="dim"))
     elif hidden > 0:
         parts.append(Text(tn("report.more_notes", hidden), style="dim"))
-    if r.replay:
-        parts.append(Text.assemble((t("report.replay"), "dim"), (r.replay, "bold"), no_wrap=True,
-                                   overflow="ignore"))
+    skipped = [c for c in r.cases if c.status == SKIP]
+    if skipped:                                  # said once, here, not in every summary
+        parts.append(Para(tn("report.skipped", len(skipped)), "dim"))
+    if r.replay and r.status != PASS and not is_static(r):
+        parts.append(Command(r.replay, t("report.replay")))
     if r.status != PASS and hint:
         tips = [t("report.stuck", id=r.problem)]
         if details_cmd and r.cases:
             tips.insert(0, t("report.details", command=details_cmd))
-        parts.append(Text(clip(" · ".join(tips), inner + 2, 2), style="dim"))
+        parts.append(Para(" · ".join(tips), "dim"))
     return parts
 
 
@@ -79,33 +140,33 @@ def _header(r: Report, title: str, inner: int) -> Panel:
     style = STYLE.get(r.status, "")
     badge = Text(f" {verdict_word(r.status)} ", style="bold black on green" if r.status == PASS else
                  "bold white on red")
-    where = Text.assemble((r.file, ""), ("  ·  ", "dim"), (t("report.seed", seed=r.seed), ""))
+    where = Text(r.file)
+    if not is_static(r):                         # a file that never ran has no seed to replay
+        where.append("  ·  ", style="dim")
+        where.append(t("report.seed", seed=r.seed))
     if r.full:
         where.append("  ·  --full", style="dim")
     kind = r.problem_error.kind if r.problem_error else ""
     if r.seconds >= 0.005 and kind != "timeout":
         where.append("  ·  ", style="dim")
         where.append(t("report.seconds", s=f"{r.seconds:.2f}"))
-    summary = Text(clip(summary_line(r), inner, 3), style="bold" if r.status != PASS else "")
+    summary = Para(summary_line(r), "bold" if r.status != PASS else "", max_lines=3)
     head = Text.assemble(badge, "  ", (r.problem, "bold"), "  ", title)
     return Panel(Group(Text(clip(head.plain, inner, 1)) if head.cell_len > inner else head,
-                       Text(clip(where.plain, inner, 2), style="dim") if where.cell_len > inner else where,
+                       Para(where.plain, "dim", max_lines=2) if where.cell_len > inner else where,
                        summary),
                  border_style=style, expand=True, padding=(0, 1))
 
 
 def summary_line(r: Report) -> str:
-    """The report's one line, in the user's language, from the counts (not from the engine's words)."""
+    """The report's one line, in the user's language, from the counts (not from the engine's words).
+    Cases not run here (CUDA) are said once, below, not in this line."""
     ran = [c for c in r.cases if c.status != SKIP]
-    skipped = [c for c in r.cases if c.status == SKIP]
     failed = [c for c in ran if c.status in (FAIL, ERROR)]
-    extra = ""
-    if skipped:
-        extra = tn("report.skipped", len(skipped))
     if r.status == PASS:
         if not ran:
-            return t("report.nothing_ran") + extra
-        return tn("report.all_passed", len(ran)) + extra
+            return t("report.nothing_ran")
+        return tn("report.all_passed", len(ran))
     if r.problem_error is not None and (not r.cases or r.status == ERROR or
                                         r.problem_error.kind in ("timeout", "crash", "runner", "memory")):
         return first_line(r.problem_error.message)
@@ -125,7 +186,7 @@ def summary_line(r: Report) -> str:
         parts.append(f["message"])
     if not parts:
         parts.append(one_line(r.message))
-    return "; ".join(parts) + extra
+    return t("report.join").join(parts)
 
 
 def one_line(text: str) -> str:
@@ -137,7 +198,8 @@ def first_line(text: str) -> str:
 
 
 def _problem_lines(p, inner: int, frames: int, said: set) -> Group:
-    """An error in the user's code: the message once, then the user's own lines (innermost last)."""
+    """An error in the user's code: the message once, then the user's own lines (innermost last), with
+    a caret under the column where the error is, when it is known."""
     rows = []
     lines = (p.message or "").strip().split("\n")
     if first_line(p.message) in said:        # the header said the first line: the rest, as it is laid out
@@ -146,7 +208,7 @@ def _problem_lines(p, inner: int, frames: int, said: set) -> Group:
         lines = [one_line(p.message)]
     for line in lines[:8]:
         indent = len(line) - len(line.lstrip())
-        rows.append(Text(" " * indent + clip(line, inner - indent, 3) if line.strip() else "", style="red"))
+        rows.append(Para(line.strip(), "red", indent=indent, max_lines=3) if line.strip() else Text(""))
     if len(lines) > 8:
         rows.append(Text("…", style="red"))
     said.add(first_line(p.message))
@@ -155,20 +217,24 @@ def _problem_lines(p, inner: int, frames: int, said: set) -> Group:
         loc = Text.assemble(("  → ", "red"), (f"{fr.file}:{fr.line}", "bold cyan"), f" {t('report.in')} {fr.func}")
         rows.append(loc)
         if fr.code:
-            rows.append(Text("      " + clip(fr.code, inner - 6, 1), style="yellow"))
+            code = fr.code if cell_width(fr.code) <= inner - 6 else clip(fr.code, inner - 6, 1)
+            rows.append(Text("      " + code, style="yellow"))
+            col = getattr(fr, "col", 0) or 0
+            if 0 < col <= len(code) + 1:
+                rows.append(Text("      " + " " * cell_width(code[:col - 1]) + "^", style="bold red"))
     return Group(*rows)
 
 
 def _first_case(c: CaseResult, inner: int, level: int, said: set) -> Group:
     where = ", ".join(x for x in (c.shapes, _short(c.dtype), c.note.replace("+", " + ")) if x)
     head = Text.assemble(("✗ ", "bold red"), (c.name, "bold"), f"  ({where})" if where else "")
-    rows = [Text(clip(head.plain, inner, 1 + (level < 2))) if head.cell_len > inner else head]
+    rows = [Para(head.plain, max_lines=1 + (level < 2)) if head.cell_len > inner else head]
     reason = case_reason(c)
     if reason and reason not in said:
-        rows.append(Text(clip("  " + reason, inner, (4, 3, 2, 2)[level])))
+        rows.append(Para(reason, indent=2, max_lines=(4, 3, 2, 2)[level]))
         said.add(reason)
     for msg in c.checks[1:1 + (level < 2)]:
-        rows.append(Text(clip(f"  • {msg}", inner, 2)))
+        rows.append(Para(f"• {msg}", indent=2, hang=4, max_lines=2))
     if c.problem is not None:
         if c.problem.message.startswith("NotImplementedError"):
             said.add(first_line(c.problem.message))       # "not written yet" says it already
@@ -179,7 +245,7 @@ def _first_case(c: CaseResult, inner: int, level: int, said: set) -> Group:
 def case_reason(c: CaseResult) -> str:
     """One sentence: what is wrong in this case."""
     cmp = c.compare
-    numeric = bool(cmp and not cmp["ok"] and c.tensor and not c.tensor.startswith("trace"))
+    numeric = bool(cmp and not cmp["ok"] and c.tensor and not c.tensor.startswith(("trace", "precision")))
     if numeric and not cmp["nonfinite"]:
         if cmp["mismatched"] == 0:
             return t("cmp.off_as_whole", name=c.tensor, relnorm=num(cmp["relnorm"], 3), gate=num(cmp["gate"], 3))
@@ -189,7 +255,7 @@ def case_reason(c: CaseResult) -> str:
     return one_line(c.message)
 
 
-def _spread(r: Report, inner: int, lines: int) -> Text | None:
+def _spread(r: Report, inner: int, lines: int) -> Para | None:
     """Which cases fail and which pass, on one or two lines: a pattern the user can read."""
     ran = [c for c in r.cases if c.status != SKIP]
     failed = [c.name for c in ran if c.status in (FAIL, ERROR)]
@@ -198,8 +264,8 @@ def _spread(r: Report, inner: int, lines: int) -> Text | None:
         return None
     text = t("report.failing", names=" ".join(failed))
     if passed:
-        text += "  ·  " + t("report.passing", names=" ".join(passed))
-    return Text(clip(text, inner + 2, lines), style="dim")
+        text += " · " + t("report.passing", names=" ".join(passed))
+    return Para(text, "dim", max_lines=lines)
 
 
 def _short(dtype: str) -> str:
@@ -218,13 +284,8 @@ def details(r: Report, width: int = 80) -> Group:
     first = r.first_failure()
     if first is not None:
         parts.append(failure_panel(first))
-    named = r.diagnosis or r.symptom
-    if named is not None:
-        label = t("report.looks_like") if r.diagnosis else t("report.shows")
-        parts.append(Panel(Text(pick(named.en, named.zh)), title=t("report.named", label=label, id=named.mistake), title_align="left",
-                           border_style="magenta", expand=True))
-    for w in r.warnings:
-        parts.append(Text(t("report.note", text=w), style="yellow"))
+    for w in r.warnings:           # the named mistake is on the first screen, printed just before these
+        parts.append(Para(t("report.note", text=w), "yellow"))
     if r.output.strip():
         parts.append(Panel(Text(r.output.strip()[-1500:]), title=t("report.printed_title"), border_style="dim"))
     return Group(*parts)
@@ -237,7 +298,8 @@ def case_table(cases: list[CaseResult], width: int) -> Table:
             verdict = Text(verdict_word(c.status), style=STYLE.get(c.status, ""))
         else:
             where = t("report.grad") if c.gradient == FAIL else (t("report.fwd") if c.forward == FAIL else "")
-            verdict = Text(verdict_word(c.status) + (f" {where}" if where else ""), style="red")
+            verdict = Text(t("report.failed_in", verdict=verdict_word(c.status), where=where) if where else
+                           verdict_word(c.status), style="red")
         err = Text("")
         if c.max_error is not None:
             ok = c.compare is None or c.compare.get("ok", True)
@@ -265,7 +327,7 @@ def _traceback(p, title: str) -> Panel:
 
 def failure_panel(c: CaseResult) -> Panel:
     cmp = c.compare
-    numeric = bool(cmp and not cmp["ok"] and c.tensor and not c.tensor.startswith("trace"))
+    numeric = bool(cmp and not cmp["ok"] and c.tensor and not c.tensor.startswith(("trace", "precision")))
     rows = [Text(case_reason(c), style="bold")]
     if c.shapes:
         rows.append(Text(t("report.inputs_line", shapes=c.shapes, dtype=c.dtype) +

@@ -1,24 +1,33 @@
-"""What the room refuses to the code it runs.
+"""What the room refuses to the code it runs. Every guard here is installed before any submitted code
+runs and cannot be undone from Python: there is no switch to turn off, no handle to drop.
 
 1. Fused attention kernels, at dispatch level: every aten operator whose name is a fused attention
    kernel (scaled_dot_product*, *flash_attention*, *efficient_attention*, *cudnn_attention*,
    _native_multi_head_attention, _transformer_encoder_layer_fwd, _triton_*attention, _fused_sdp_choice)
    gets, on every dispatch key that has a kernel for it (CPU, CUDA, autograd, autocast, vmap,
-   CompositeImplicitAutograd...), a kernel that raises ForbiddenCall while blocking is on. So
+   CompositeImplicitAutograd...), a kernel that raises ForbiddenCall. So
    `F.scaled_dot_product_attention`, `torch._C._nn.scaled_dot_product_attention`, `torch.ops.aten.*`,
    `sdpa_kernel(SDPBackend.MATH)`, vmap and the math decomposition are all caught where they run.
-   flex_attention's higher-order operator gets the same treatment. Installed once in the zygote.
-2. Python tripwires on the modules and functions the problem forbids (nn.MultiheadAttention...).
+   flex_attention's higher-order operator gets the same treatment. Installed once in the zygote, so
+   every room is born with it; the registrations are held by the kernels themselves (the
+   dispatcher keeps them), and no module attribute leads to them.
+2. Python tripwires on the entry points the problem forbids (nn.MultiheadAttention...), replaced for
+   the life of the room when it loads a submission.
 3. An audit hook (it cannot be removed once added): no reading or writing the problem bank or the
    workspace progress, no other process's /proc entry, no new processes, signals, sockets, ctypes
-   libraries, and no walking the garbage collector.
+   libraries, no walking the garbage collector or the interpreter's frames; and, for code called
+   from the submission, no compiling or running code from text (eval by another name: typing's
+   string annotations, generated code) and no imports beyond what the policy allows. The static
+   policy (attn_drill.bank.policy) refuses the same before the file runs; the hook is what holds if a
+   route was missed.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
+import threading
+
 from ..i18n import t
 
 FUSED_PATTERNS = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention",
@@ -26,21 +35,11 @@ FUSED_PATTERNS = ("scaled_dot_product", "flash_attention", "efficient_attention"
 
 
 class ForbiddenCall(BaseException):
-    """Raised by a tripwire; a BaseException so a bare `except Exception` cannot swallow it."""
+    """Raised by a guard; a BaseException so a bare `except Exception` cannot swallow it."""
 
     def __init__(self, name: str):
         super().__init__(t("room.forbidden_call", name=name))
         self.name = name
-
-
-class _State:
-    blocking = False          # fused kernels raise while this is on
-    tripped: list[str] = []
-    active: list = []         # the Tripwires in place now
-
-
-STATE = _State()
-_LIBRARY = None               # keeps the registrations alive for the life of the process
 
 
 def fused_ops() -> list[str]:
@@ -49,23 +48,9 @@ def fused_ops() -> list[str]:
                   if n.startswith("aten::") and any(p in n for p in FUSED_PATTERNS))
 
 
-_FLEX_DONE = False
-
-
 def install_dispatch_blocks() -> int:
-    """Register the raising kernels (once per process); returns how many were registered."""
-    global _FLEX_DONE
-    count = _register_aten()
-    if not _FLEX_DONE:
-        count += _block_flex()
-        _FLEX_DONE = True
-    return count
-
-
-def _register_aten() -> int:
-    global _LIBRARY
-    if _LIBRARY is not None:
-        return 0
+    """Register the raising kernels and block flex_attention (once per process, in the zygote);
+    returns how many kernels were replaced."""
     import warnings
 
     import torch
@@ -78,22 +63,17 @@ def _register_aten() -> int:
             keys = set(re.findall(r"^(\w+)(?:\[alias\])?(?: \(inactive\))?: registered", dump, re.M))
             for key in sorted(keys - {"debug"}):
                 try:
-                    lib.impl(op, _blocker(op, torch.ops.aten, key), key)
+                    lib.impl(op, _blocker(op.partition(".")[0], lib), key)
                     count += 1
                 except (RuntimeError, ValueError):
                     pass
-    _LIBRARY = lib
-    return count
+    return count + _block_flex()
 
 
-def _blocker(op: str, aten, key: str):
-    base, _, overload = op.partition(".")
-
+def _blocker(name: str, registrations):
     def kernel(*args, **kwargs):
-        if STATE.blocking:
-            STATE.tripped.append(base)
-            raise ForbiddenCall(base)
-        raise RuntimeError(f"aten::{op} is blocked in the grading process")
+        _ = registrations   # held in this closure: they last as long as the dispatcher holds the kernel
+        raise ForbiddenCall(name)
     return kernel
 
 
@@ -108,64 +88,24 @@ def _block_flex() -> int:
         if hop is None:
             continue
         for table in (hop.py_kernels, hop.python_key_table):
-            for key, real in list(table.items()):
-                table[key] = _flex_blocker(real)
+            for key in list(table):
+                table[key] = _flex_blocker
                 count += 1
         hop._dispatch_cache.clear()
     return count
 
 
-def _flex_blocker(real):
-    def kernel(*args, **kwargs):
-        if STATE.blocking:
-            STATE.tripped.append("flex_attention")
-            raise ForbiddenCall("flex_attention")
-        return real(*args, **kwargs)
-    return kernel
-
-
-@contextlib.contextmanager
-def unguarded():
-    """For probe code only (an official module a unit test compares against): the fused kernels and
-    the forbidden Python entry points work again inside."""
-    global _LIBRARY
-    before = STATE.blocking
-    STATE.blocking = False
-    active = list(STATE.active)
-    for wires in reversed(active):
-        wires.restore()
-    blocked = _LIBRARY is not None
-    if blocked:
-        _LIBRARY._destroy()            # the original kernels are back until the block is registered again
-        _LIBRARY = None
-    try:
-        yield
-    finally:
-        if blocked:
-            _register_aten()
-        for wires in active:
-            wires.install()
-        STATE.blocking = before
-
-
-def lift() -> None:
-    """Remove the block for good: only in a room that runs the reference (bench's timing of SDPA)."""
-    global _LIBRARY
-    if _LIBRARY is not None:
-        _LIBRARY._destroy()
-        _LIBRARY = None
+def _flex_blocker(*args, **kwargs):
+    raise ForbiddenCall("flex_attention")
 
 
 def dispatch_blocks_hold() -> bool:
     """True when a fused kernel still raises: run after user code, to notice tampering."""
     import torch
-    if not STATE.blocking:
-        return True
     q = torch.zeros(1, 1, 1, 1)
     try:
         torch.ops.aten._scaled_dot_product_attention_math(q, q, q)
     except ForbiddenCall:
-        STATE.tripped.pop()
         return True
     except BaseException:  # noqa: BLE001
         return False
@@ -173,78 +113,84 @@ def dispatch_blocks_hold() -> bool:
 
 
 # ---------------------------------------------------------------- Python-level tripwires
-class Tripwires:
-    """Replaces forbidden torch entry points with tripwires while user code runs."""
+def install_tripwires(names) -> None:
+    """Replace the forbidden torch entry points by tripwires, for the life of this process; and, as the
+    policy refuses them too, the standard library's lookups of attributes by name (string.Formatter's
+    field paths) and torch's mappings of a file into memory, which raise no audit event (a shared
+    mapping writes the file)."""
+    import string
 
-    def __init__(self, names):
-        self.names = set(names)
-        self._saved = []
+    import torch
+    string.Formatter.get_field = _tripwire("string.Formatter.get_field")
+    for obj in (torch, torch.UntypedStorage, torch.TypedStorage):
+        setattr(obj, "from_file", _tripwire("from_file"))
+    F, nn = torch.nn.functional, torch.nn
+    table = {
+        "scaled_dot_product_attention": [(F, "scaled_dot_product_attention")],
+        "multi_head_attention_forward": [(F, "multi_head_attention_forward")],
+        "MultiheadAttention": [(nn, "MultiheadAttention"), (nn.modules.activation, "MultiheadAttention")],
+    }
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    if flex is not None:
+        table["flex_attention"] = [(flex, "flex_attention")]
+    for name, places in table.items():
+        if name in names:
+            for obj, attr in places:
+                setattr(obj, attr, _tripwire(name, getattr(obj, attr)))
 
-    def _targets(self):
-        import torch
-        F, nn = torch.nn.functional, torch.nn
-        table = {
-            "scaled_dot_product_attention": [(F, "scaled_dot_product_attention")],
-            "multi_head_attention_forward": [(F, "multi_head_attention_forward")],
-            "MultiheadAttention": [(nn, "MultiheadAttention"), (nn.modules.activation, "MultiheadAttention")],
-        }
-        flex = sys.modules.get("torch.nn.attention.flex_attention")
-        if flex is not None:
-            table["flex_attention"] = [(flex, "flex_attention")]
-        return [(obj, attr, name) for name, places in table.items() if name in self.names
-                for obj, attr in places]
 
-    def __enter__(self):
-        if "scaled_dot_product_attention" in self.names:
-            STATE.blocking = True
-        self.install()
-        STATE.active.append(self)
-        return self
+_LET_THROUGH: dict = {}      # (entry point, torch's code object that may call it) -> the exact classes of its self
 
-    def install(self) -> None:
-        for obj, attr, name in self._targets():
-            self._saved.append((obj, attr, getattr(obj, attr)))
-            setattr(obj, attr, self._tripwire(name))
 
-    def restore(self) -> None:
-        for obj, attr, value in reversed(self._saved):
-            setattr(obj, attr, value)
-        self._saved.clear()
+def let_through(name: str, code, cls: type) -> None:
+    """For a trusted probe: torch's own `code` (e.g. nn.MultiheadAttention.forward) may call the
+    tripwired entry point `name` when its `self` is exactly of the probe's class `cls` (the official
+    module a unit-test problem hands to the test); a subclass of it, or any other caller, trips.
+    Classes are held weakly: a probe makes one per case."""
+    import weakref
+    _LET_THROUGH.setdefault((name, code), weakref.WeakSet()).add(cls)
 
-    @staticmethod
-    def _tripwire(name):
-        def tripwire(*args, **kwargs):
-            STATE.tripped.append(name)
-            raise ForbiddenCall(name)
-        return tripwire
 
-    def __exit__(self, *exc):
-        self.restore()
-        if self in STATE.active:
-            STATE.active.remove(self)
-        STATE.blocking = any("scaled_dot_product_attention" in w.names for w in STATE.active)
-        return False
+def _tripwire(name, real=None):
+    def tripwire(*args, **kwargs):
+        if real is not None and _LET_THROUGH:
+            caller = sys._getframe(1)
+            classes = _LET_THROUGH.get((name, caller.f_code))
+            if classes is not None and type(caller.f_locals.get("self")) in classes:
+                return real(*args, **kwargs)
+        raise ForbiddenCall(name)
+    return tripwire
 
 
 # ---------------------------------------------------------------- the audit hook
 _BLOCKED_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                    "os.forkpty", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "socket.",
-                   "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "gc.get_objects", "gc.get_referrers",
-                   "gc.get_referents", "sys.settrace", "sys.setprofile", "sys._current_frames",
-                   "sys.remote_exec", "os.startfile", "webbrowser.open", "winreg.")
+                   "ctypes.", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
+                   "sys.setprofile", "sys._current_frames", "sys.remote_exec", "os.startfile", "webbrowser.open",
+                   "winreg.", "sys.addaudithook", "cpython.remote_debugger_script", "mmap.__new__")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.chmod": (0,),
                 "os.chown": (0,), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.utime": (0,),
                 "os.listdir": (0,), "os.scandir": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (0, 1),
                 "shutil.copytree": (0, 1), "shutil.move": (0, 1), "os.chdir": (0,)}
+# library files that evaluate text their caller hands them (string annotations): no exec from there
+_EVALUATORS = ("/typing.py", "/typing_extensions.py")
+_IMPORT_FRAMES = ("<frozen importlib._bootstrap", "<frozen zipimport>")
 
 
-def install_audit_hook(hidden: list[str], writable: list[str] | None = None) -> None:
-    """hidden: folders the room may neither read nor write (the bank, progress state);
-    writable: if given, the only folders it may write to (grading someone else's files)."""
+def install_audit_hook(hidden: list[str], writable: list[str] | None = None, user_files=(),
+                       may_import=None) -> None:
+    """hidden: folders the room may neither read nor write (the bank, progress state; without an OS
+    sandbox other students' folders), but for those in writable;
+    writable: if given, the only folders it may write to (grading someone else's files);
+    user_files: the filenames the submission's code runs under (its file and vetted helpers): code
+    called from them may not compile or run text as code, reach frames, or import what
+    `may_import(module)` refuses (None: any import)."""
     hidden = [os.path.realpath(h) for h in hidden if h]
     writable = None if writable is None else [os.path.realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
+    users = frozenset(user_files)
+    busy = threading.local()
 
     def resolve(path) -> str | None:
         if isinstance(path, int) or path is None:
@@ -266,13 +212,41 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None) -> 
         full = resolve(path)
         if full is None:
             return
-        if under(full, hidden):
+        if under(full, hidden) and not (writable is not None and under(full, writable)):
             refuse(f"{event} on {full}")
         parts = full.split(os.sep)
         if len(parts) > 2 and parts[1] == "proc" and parts[2] not in own and parts[2].isdigit():
             refuse(f"looking at another process ({full})")
         if writing and writable is not None and not under(full, writable):
             refuse(f"writing {full}")
+
+    def caller():
+        """The frame that raised the event, and whether the submission's code is on the stack."""
+        frame = sys._getframe(3)
+        on_stack, f = False, frame
+        while f is not None and not on_stack:
+            on_stack = f.f_code.co_filename in users
+            f = f.f_back
+        return frame, on_stack
+
+    def code_checks(event: str, args: tuple) -> None:
+        frame, on_stack = caller()
+        if not on_stack:
+            return
+        name = frame.f_code.co_filename
+        if event == "import":
+            while frame is not None and frame.f_code.co_filename.startswith(_IMPORT_FRAMES):
+                frame = frame.f_back
+            if frame is not None and frame.f_code.co_filename in users and may_import is not None \
+                    and not may_import(str(args[0])):
+                refuse(f"importing {args[0]}")
+        elif event in ("compile", "exec"):
+            # the submission's own eval/exec/compile, or a library evaluating text on its behalf
+            # (typing's string annotations); libraries may still generate and run code of their own
+            if name in users or (event == "exec" and name.endswith(_EVALUATORS)):
+                refuse(f"{event} (running text as code)")
+        elif name in users:   # object.__getattr__ (frames, code objects), sys._getframe from the submission
+            refuse(f"{event} {args[1] if len(args) > 1 else ''}".strip())
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":
@@ -286,5 +260,13 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None) -> 
                     check_path(args[i], event not in ("os.listdir", "os.scandir", "os.chdir"), event)
         elif event.startswith(_BLOCKED_EVENTS):
             refuse(f"{event} (processes, signals, network, native libraries, interpreter internals)")
+        elif users and event in ("compile", "exec", "import", "object.__getattr__", "sys._getframe"):
+            if getattr(busy, "on", False):
+                return
+            busy.on = True
+            try:
+                code_checks(event, args)
+            finally:
+                busy.on = False
 
     sys.addaudithook(hook)

@@ -1,15 +1,20 @@
-"""Copy the reference's parameters into a submission by name and shape.
+"""Build the target of a case and copy the reference's parameters into it by name and shape.
 
 adapt() returns, for each of the submission's parameters, a plan that builds it from a dict of
 reference tensors: ["copy", name], ["slice", name, start, stop] (rows) or ["cat", [names]]. Plans are
-plain data, so the room can send them to the judge, which maps gradients with them. Besides exact names it understands the common layout difference between a merged
+plain data, so the room can send them to the judge, which maps gradients with them. Besides exact
+names it understands the common layout difference between a merged
 QKV projection and three separate ones (in either direction); anything else is an interface error
 that lists the expected and found names and shapes. The same functions map gradients, which are
 linear in the same way.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ..i18n import t
+from ..results import UserProblem
+from .usercode import UserProblemError, seed_all
 
 MERGED = ("qkv_proj", "qkv", "in_proj", "c_attn", "Wqkv", "W_qkv", "to_qkv", "qkv_linear")
 TRIOS = (("q_proj", "k_proj", "v_proj"), ("query", "key", "value"), ("W_q", "W_k", "W_v"),
@@ -130,3 +135,32 @@ def apply(plan, src: dict):
         import torch
         return torch.cat([src[n] for n in plan[1]], dim=0)
     raise ValueError("malformed parameter plan")
+
+
+def build(mod, data, session, side, target=None, init=None):
+    """The target built with the case's init (`data`: a side.CaseData), the reference's parameters copied
+    in by name and shape; `side.adapted` and `side.mapping` say how they were matched."""
+    import torch
+    user = session.user if session else contextlib.nullcontext
+    target = target or getattr(mod, data.target)
+    with user():
+        seed_all(data.seed)
+        impl = target(**(data.init if init is None else init))
+    if not isinstance(impl, torch.nn.Module):
+        raise UserProblemError(UserProblem(
+            "interface", t("room.not_module", target=data.target, type=type(impl).__name__)))
+    with user():
+        impl.to(device=data.device, dtype=data.dtype)
+    sub_params = dict(impl.named_parameters())
+    if data.params or sub_params:
+        try:
+            mapping, side.adapted = adapt(data.params, {n: tuple(p.shape) for n, p in sub_params.items()})
+        except InterfaceError as exc:
+            raise UserProblemError(UserProblem("interface", str(exc))) from None
+        src = {k: v.to(data.device) for k, v in data.params.items()}
+        with user(), torch.no_grad():
+            for name, plan in mapping.items():
+                sub_params[name].copy_(apply(plan, src))
+        side.mapping = mapping
+    impl.train(data.train)
+    return impl

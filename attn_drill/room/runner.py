@@ -19,12 +19,17 @@ import sys
 import time
 
 from . import guards, wire
+from .limits import limit_memory
 from .side import CaseData, run_side
-from .usercode import Session, UserProblemError, load_module, load_source
-from ..i18n import set_lang, t
+from .usercode import Compiler, Session, UserProblemError, VettedHelpers, load_module, load_source
+from ..i18n import t
+
+_REAL_EXIT = os._exit        # the room's own way out: never the traced one user code sees
 
 
-class Room:
+class Runner:
+    """The loop of one room: requests in, replies out, until the end."""
+
     def __init__(self, chan, tb):
         self.chan, self.tb = chan, tb
         self.session: Session | None = None
@@ -90,7 +95,8 @@ class Room:
     def bench_build(self, msg: dict) -> dict:
         import torch
 
-        from .side import Side, build
+        from .params import build
+        from .side import Side
         torch.set_num_threads(max(1, int(msg.get("threads") or 1)))
         data = CaseData.from_wire(msg["data"])
         self.bench_data, self.bench_side = data, Side()
@@ -163,25 +169,46 @@ class Room:
         return {"seconds": seconds}
 
     def load(self, msg: dict) -> dict:
+        """Load the submission from the text the judge vetted (and its vetted helper files), with every
+        guard in place first: the audit hook, the probes (trusted: loaded before the tripwires, so they
+        keep the real entry points), the tripwires. A trusted room (bench's reference) gets none."""
         self.budget = float(msg.get("budget", 30.0))
-        if msg.get("trusted"):
-            guards.lift()      # the judge's own room for the reference: torch's fused kernels as they are
-        guards.install_audit_hook(list(msg.get("hidden") or []), msg.get("writable"))
-        folders = list(msg.get("folders") or [])
-        for f in folders:
-            if f not in sys.path:
-                sys.path.append(f)                  # the user's helper modules, after everything installed
+        path = str(msg["path"])
+        rules = msg.get("imports") or {}
+        compiler = Compiler(None if msg.get("trusted") or "own_only" not in rules else rules["own_only"])
+        helpers = VettedHelpers(msg.get("helpers") or {}, compiler)
+        if not msg.get("trusted"):
+            guards.install_audit_hook(list(msg.get("hidden") or []), msg.get("writable"),
+                                      user_files=[path, *helpers.filenames],
+                                      may_import=_import_rule(rules.get("allowed"), rules.get("refused")))
         if msg.get("probes"):
             self.probes = load_source(msg["probes"], "probes", filename=f"<probes/{msg.get('problem')}.py>")
-        self.session = Session(msg["path"], tuple(msg.get("forbidden") or ()), folders)
+        if not msg.get("trusted"):
+            guards.install_tripwires(tuple(msg.get("forbidden") or ()))
+        sys.meta_path.insert(0, helpers)
+        self.session = Session(path, helpers.filenames)
         try:
-            self.module = load_module(msg["path"], self.session, "submission", source=msg.get("source"))
+            self.module = load_module(path, self.session, "submission", source=msg.get("source"), compiler=compiler)
         except UserProblemError as exc:
             return {"problem": _wire_problem(exc.problem)}
         except (OSError, UnicodeDecodeError) as exc:
             return {"problem": {"kind": "syntax", "message": t("vet.your_file", why=t("vet.unreadable", why=exc)),
                                 "frames": []}}
         return {"ok": True}
+
+
+def _import_rule(allowed, refused):
+    """may_import(module) for the audit hook: a top-level module on the list, no refused or private
+    part (None: no rule was sent, any import)."""
+    if allowed is None:
+        return None
+    allowed, refused = frozenset(map(str, allowed)), tuple(map(str, refused or ()))
+
+    def may_import(name: str) -> bool:
+        parts = name.split(".")
+        return parts[0] in allowed and not any(p.startswith("_") for p in parts[1:]) and \
+            not any(name == r or name.startswith(r + ".") for r in refused)
+    return may_import
 
 
 def timed(fn, device: str):
@@ -217,13 +244,12 @@ def main(chan, tb_fd: int, memory_gb: float) -> None:
         _trace_exits(tb)
         import torch
 
-        from ..worker import limit_memory
         limit_memory(torch, memory_gb)
         _prewarm()
-        Room(chan, tb).serve()
+        Runner(chan, tb).serve()
     except BaseException:  # noqa: BLE001
         code = 3
-    os._exit(code)
+    _REAL_EXIT(code)
 
 
 def _prewarm() -> None:
@@ -271,15 +297,19 @@ def _trace_exits(tb) -> None:
     real_exit, real_abort = os._exit, os.abort
 
     def _exit(status=0):
-        faulthandler.dump_traceback(file=tb, all_threads=False)
-        tb.write(f"\nos._exit({status})\n")
-        tb.flush()
-        real_exit(status)
+        try:
+            faulthandler.dump_traceback(file=tb, all_threads=False)
+            tb.write(f"\nos._exit({status})\n")
+            tb.flush()
+        finally:                  # the judge may have stopped reading: the exit happens all the same
+            real_exit(status)
 
     def abort():
-        faulthandler.dump_traceback(file=tb, all_threads=False)
-        tb.write("\nos.abort()\n")
-        tb.flush()
-        real_abort()
+        try:
+            faulthandler.dump_traceback(file=tb, all_threads=False)
+            tb.write("\nos.abort()\n")
+            tb.flush()
+        finally:
+            real_abort()
 
     os._exit, os.abort = _exit, abort

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from ..results import UserProblem
-from .guards import STATE, dispatch_blocks_hold
-from .params import InterfaceError, adapt, apply
-from .tracer import OpRecord, OpTracer
+from . import kit
+from .guards import dispatch_blocks_hold
+from .params import build
+from .tracer import OpTracer
 from .usercode import Session, UserProblemError, seed_all
 from ..i18n import t
-
-_DTYPE_FIELDS = ("dtype", "autocast")
 
 
 @dataclass
@@ -59,6 +58,8 @@ class Side:
     grads: dict = field(default_factory=dict)         # name -> tensor | None
     problem: UserProblem | None = None
     ops: list = field(default_factory=list)
+    ops_dropped: int = 0                              # op records the tracer did not keep (past its limit)
+    peak_bytes: int | None = None                     # set by the judge only: measured from outside the room
     seconds: float = 0.0
     mutated: list = field(default_factory=list)
     nondeterministic: str | None = None
@@ -69,9 +70,8 @@ class Side:
 
     def to_wire(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        from .kit import describe
-        d["outs"] = [[n, describe(v)] for n, v in self.outs]
-        d["obs"] = describe(self.obs)
+        d["outs"] = [[n, kit.describe(v)] for n, v in self.outs]
+        d["obs"] = kit.describe(self.obs)
         import json
         d["ops"] = json.dumps([o.to_wire() for o in self.ops])   # one string: decoded at C speed
         d["problem"] = None if self.problem is None else {
@@ -108,38 +108,10 @@ def _fresh(values: dict, device: str, grad: bool) -> dict:
     return out
 
 
-def build(mod, data: CaseData, session: Session | None, side: Side, target=None, init=None):
-    """The target built with the case's init, the reference's parameters copied in by name and shape."""
-    user = session.user if session else contextlib.nullcontext
-    target = target or getattr(mod, data.target)
-    with user():
-        seed_all(data.seed)
-        impl = target(**(data.init if init is None else init))
-    if not isinstance(impl, torch.nn.Module):
-        raise UserProblemError(UserProblem(
-            "interface", t("room.not_module", target=data.target, type=type(impl).__name__)))
-    with user():
-        impl.to(device=data.device, dtype=data.dtype)
-    sub_params = dict(impl.named_parameters())
-    if data.params or sub_params:
-        try:
-            mapping, side.adapted = adapt(data.params, {n: tuple(p.shape) for n, p in sub_params.items()})
-        except InterfaceError as exc:
-            raise UserProblemError(UserProblem("interface", str(exc))) from None
-        src = {k: v.to(data.device) for k, v in data.params.items()}
-        with user(), torch.no_grad():
-            for name, plan in mapping.items():
-                sub_params[name].copy_(apply(plan, src))
-        side.mapping = mapping
-    impl.train(data.train)
-    return impl
-
-
 def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repeat: bool,
              probes=None) -> Side:
     """Run one case on one side. With a session (a submission), anything the code does becomes
     side.problem; without one (the reference, a mutant), exceptions propagate."""
-    from .kit import Probe
     side = Side()
     user = session.user if session else contextlib.nullcontext
     tracer = OpTracer(capture="_softmax") if trace else None   # keeps the first attention weights too
@@ -153,7 +125,6 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         if data.probe:
             probe_fn = getattr(probes, data.probe, None) if probes is not None else None
             if probe_fn is None:
-                from . import kit
                 probe_fn = kit.BUILTIN.get(data.probe)
             if probe_fn is None:
                 raise LookupError(f"no probe called {data.probe!r}")
@@ -168,7 +139,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
 
         def call():
             if probe_fn is not None:
-                return probe_fn(Probe(mod, data, impl, args, kwargs, session, side))
+                return probe_fn(kit.Probe(mod, data, impl, args, kwargs, session, side))
             return impl(*args.values(), **kwargs)
 
         t0 = time.perf_counter()
@@ -214,15 +185,19 @@ def _gradients(side: Side, data: CaseData, impl, args: dict, tracer, user) -> No
     wrt_names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.requires_grad]
     wrt = [args[k] for k in wrt_names]
     pnames = []
+    frozen = []
     if data.init is not None and isinstance(impl, torch.nn.Module):
         plist = dict(impl.named_parameters())
+        # every parameter is asked for its gradient: one the code froze (requires_grad False) has none
         pnames = [n for n in plist if plist[n].requires_grad]
+        frozen = [n for n in plist if not plist[n].requires_grad]
         wrt += [plist[n] for n in pnames]
     diff_outs = [(n, v) for n, v in float_outs if v.requires_grad]
     if float_outs and not diff_outs:
-        side.grads = {**{k: None for k in wrt_names}, **{f"param {n}": None for n in pnames}}
+        side.grads = {**{k: None for k in wrt_names}, **{f"param {n}": None for n in pnames + frozen}}
         return
     if not (diff_outs and wrt):
+        side.grads = {f"param {n}": None for n in frozen}
         return
     upstream = []
     up = data.upstream
@@ -241,7 +216,7 @@ def _gradients(side: Side, data: CaseData, impl, args: dict, tracer, user) -> No
         with user(), (tracer if tracer else contextlib.nullcontext()):
             grads = torch.autograd.grad(root, wrt, allow_unused=True)
     keys = wrt_names + [f"param {n}" for n in pnames]
-    side.grads = dict(zip(keys, grads))
+    side.grads = {**dict(zip(keys, grads)), **{f"param {n}": None for n in frozen}}
 
 
 def _integrity(tracer) -> None:
@@ -249,61 +224,15 @@ def _integrity(tracer) -> None:
     from torch.utils._python_dispatch import _get_current_dispatch_mode
     if tracer is not None and _get_current_dispatch_mode() is not tracer:
         raise UserProblemError(UserProblem("tampering", t("room.tracer_removed")))
-    if STATE.blocking and not dispatch_blocks_hold():
+    if not dispatch_blocks_hold():
         raise UserProblemError(UserProblem("tampering", t("room.unblocked")))
 
 
 def _finish(side: Side, tracer) -> Side:
     if tracer:
         side.ops = tracer.ops
+        side.ops_dropped = tracer.dropped
         side.weights = tracer.captured
-    return side
-
-
-def side_from_wire(d) -> Side:
-    """A Side from a room's reply; every field checked (the room is not trusted)."""
-    if not isinstance(d, dict):
-        raise ValueError("the reply is not a mapping")
-    side = Side()
-    outs = d.get("outs") or []
-    if not isinstance(outs, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
-                                             for p in outs):
-        raise ValueError("malformed outputs")
-    side.outs = [(n[:200], v) for n, v in outs]
-    grads = d.get("grads") or {}
-    if not isinstance(grads, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, torch.Tensor))
-                                              for k, v in grads.items()):
-        raise ValueError("malformed gradients")
-    side.grads = grads
-    p = d.get("problem")
-    if p is not None:
-        from ..results import Frame
-        if not isinstance(p, dict) or not isinstance(p.get("message"), str) or not isinstance(p.get("kind"), str):
-            raise ValueError("malformed problem")
-        frames = [Frame(str(f[0])[:200], int(f[1]), str(f[2])[:200], str(f[3])[:500])
-                  for f in (p.get("frames") or [])[:16]]
-        side.problem = UserProblem(p["kind"][:30], p["message"][:4000], frames)
-    ops = d.get("ops") or "[]"
-    if not isinstance(ops, str) or len(ops) > 200_000_000:
-        raise ValueError("malformed op trace")
-    import json
-    ops = json.loads(ops)
-    if not isinstance(ops, list) or len(ops) > 400_000:
-        raise ValueError("malformed op trace")
-    side.ops = [OpRecord.from_wire(o) for o in ops]
-    side.seconds = float(d.get("seconds") or 0.0)
-    mutated = d.get("mutated") or []
-    side.mutated = [str(m)[:100] for m in mutated] if isinstance(mutated, list) else []
-    nd = d.get("nondeterministic")
-    side.nondeterministic = str(nd)[:500] if nd else None
-    side.adapted = str(d.get("adapted") or "")[:1000]
-    mapping = d.get("mapping") or {}
-    if not isinstance(mapping, dict) or not all(isinstance(k, str) for k in mapping):
-        raise ValueError("malformed parameter mapping")
-    side.mapping = mapping
-    w = d.get("weights")
-    side.weights = w if isinstance(w, torch.Tensor) else None
-    side.obs = d.get("obs")
     return side
 
 

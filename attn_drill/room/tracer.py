@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -20,24 +21,15 @@ class OpRecord:
         return [self.name, self.phase, [str(d).replace("torch.", "") for d in self.in_dtypes],
                 [list(s) for s in self.in_shapes], [list(s) for s in self.out_shapes], self.out_numel]
 
-    @classmethod
-    def from_wire(cls, row) -> "OpRecord":
-        name, phase, dtypes, ins, outs, numel = row
-        if not (isinstance(name, str) and isinstance(phase, str) and isinstance(numel, int)):
-            raise ValueError("malformed op record")
-        return cls(name[:200], phase[:20], tuple(getattr(torch, d) if isinstance(d, str) and
-                                                 isinstance(getattr(torch, d, None), torch.dtype) else None
-                                                 for d in dtypes),
-                   tuple(tuple(int(v) for v in s) for s in ins), tuple(tuple(int(v) for v in s) for s in outs),
-                   int(numel))
-
 
 class OpTracer(TorchDispatchMode):
     """Records every aten op run inside it (`with OpTracer() as t: ...; t.ops`), with its phase.
 
-    An op that runs in the forward phase while autograd's engine is executing (a backward computed
-    by autograd inside the user's own forward, e.g. torch.autograd.grad in a hand-written backward)
-    is recorded with phase "autograd".
+    An op that runs in the forward phase while autograd computes a derivative is recorded with phase
+    "autograd": while the backward engine runs (torch.autograd.grad, .backward(), torch.func.grad and
+    vjp inside the user's own forward) and while forward-mode AD is on (torch.func.jvp and jacfwd,
+    torch.autograd.forward_ad). Past `limit` records the trace stops growing and `dropped` counts
+    the rest: a rule on an incomplete trace cannot pass.
     """
 
     @classmethod
@@ -56,7 +48,7 @@ class OpTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         phase = self.phase
-        if phase == "forward" and torch._C._current_graph_task_id() != -1:
+        if phase == "forward" and (torch._C._current_graph_task_id() != -1 or _forward_ad._current_level >= 0):
             phase = "autograd"
         if len(self.ops) >= self.limit:
             self.dropped += 1

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..results import Frame, UserProblem
-from .guards import ForbiddenCall, Tripwires
+from .guards import ForbiddenCall
 from ..i18n import t
 
 _counter = 0
@@ -35,28 +35,22 @@ class _Capped(io.StringIO):
 
 
 class Session:
-    """Everything that happens while user code runs: tripwires, captured prints and warnings."""
+    """Everything that happens while user code runs: captured prints and warnings, and which frames
+    are the user's (the file and the helper files vetted with it: `files`, the names they run under)."""
 
-    def __init__(self, path: str, forbidden, folders=()):
-        self.path = str(Path(path).resolve())
-        self.folders = [str(Path(f).resolve()) for f in folders] or [str(Path(self.path).parent)]
-        self.forbidden = forbidden
+    def __init__(self, path: str, files=()):
+        self.path = str(path)
+        self.files = frozenset([self.path, *files])
         self.stdout = _Capped()
         self.warnings: list[str] = []
-        self.guard = Tripwires(forbidden)
 
     def mine(self, filename: str) -> bool:
-        """Is this frame's file the user's file (or a helper module next to it)?"""
-        try:
-            full = str(Path(filename).resolve())
-        except (OSError, ValueError):
-            return False
-        return full == self.path or any(full.startswith(f + "/") for f in self.folders) and \
-            full.endswith(".py") and "site-packages" not in full
+        """Is this frame's file the user's file (or a helper module vetted with it)?"""
+        return filename in self.files
 
     @contextlib.contextmanager
     def user(self):
-        with self.guard, contextlib.redirect_stdout(self.stdout), warnings.catch_warnings(record=True) as rec:
+        with contextlib.redirect_stdout(self.stdout), warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             try:
                 yield
@@ -99,7 +93,57 @@ def _first_line(s: str) -> str:
 
 
 # ---------------------------------------------------------------- loading
-def load_module(path: str, session: Session | None, label: str, source: str | None = None) -> types.ModuleType:
+class Compiler:
+    """How the submission's files become code: as written (None), or with their accesses to private
+    names on `self` checked at run time (attn_drill.room.own), sharing one record of own classes."""
+
+    def __init__(self, own_only=None):
+        from .own import Registry
+        self.names = None if own_only is None else frozenset(map(str, own_only))
+        self.registry = Registry()
+
+    def code(self, src: str, filename: str):
+        if self.names is None:
+            return compile(src, filename, "exec", dont_inherit=True)
+        from .own import compile_user
+        return compile_user(src, filename, self.names)
+
+    def start(self, module: types.ModuleType) -> None:
+        if self.names is not None:
+            module.__dict__.update(self.registry.globals_for(module.__name__))
+
+
+class VettedHelpers:
+    """The helper files the judge vetted beside a submission, served from the text it vetted: an
+    import of one of those names is that text, never a file read now (nor any other file of the folder:
+    the submission's folder is not on sys.path)."""
+
+    def __init__(self, helpers: dict, compiler: Compiler | None = None):
+        self.helpers = {str(k): (str(f), str(src)) for k, (f, src) in helpers.items()}
+        self.compiler = compiler or Compiler()
+
+    @property
+    def filenames(self) -> list[str]:
+        return [f for f, _ in self.helpers.values()]
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.helpers:
+            return None
+        import importlib.util
+        return importlib.util.spec_from_loader(fullname, self, origin=self.helpers[fullname][0])
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        filename, src = self.helpers[module.__name__]
+        module.__file__ = filename
+        self.compiler.start(module)
+        exec(self.compiler.code(src, filename), module.__dict__)
+
+
+def load_module(path: str, session: Session | None, label: str, source: str | None = None,
+                compiler: Compiler | None = None) -> types.ModuleType:
     """Execute a file as a fresh module. Raises UserProblemError for syntax/import/other errors."""
     global _counter
     _counter += 1
@@ -107,8 +151,11 @@ def load_module(path: str, session: Session | None, label: str, source: str | No
     if session is None:
         return load_source(src, label, str(path))       # trusted: compiled once per process
     name = f"attn_drill_{label}_{_counter}"
+    compiler = compiler or Compiler()
     try:
-        code = compile(src, str(path), "exec", dont_inherit=True)
+        code = compiler.code(src, str(path))
+    except (RecursionError, MemoryError):
+        raise UserProblemError(UserProblem("syntax", t("room.too_deep"), [])) from None
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         raise UserProblemError(UserProblem(
@@ -116,6 +163,7 @@ def load_module(path: str, session: Session | None, label: str, source: str | No
             [Frame(Path(path).name, exc.lineno or 0, "<module>", line.strip())])) from None
     mod = types.ModuleType(name)
     mod.__file__ = str(path)
+    compiler.start(mod)
     sys.modules[name] = mod
     try:
         with session.user():

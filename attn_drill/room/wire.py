@@ -113,6 +113,8 @@ def decode(msg: bytes):
         header = json.loads(msg[_HEAD.size:_HEAD.size + hlen].decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError(f"unreadable header ({exc})") from None
+    except RecursionError:
+        raise WireError("value nested too deeply") from None
     if not isinstance(header, dict) or not isinstance(header.get("t"), list) or len(header["t"]) > MAX_TENSORS:
         raise WireError("malformed header")
     tensors = _tensors(header["t"], memoryview(msg)[_HEAD.size + hlen:], blen)

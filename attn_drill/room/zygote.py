@@ -10,6 +10,12 @@ Control requests, one JSON object per datagram on a SOCK_SEQPACKET socket:
   {"op": "wait", "pid", "timeout"} -> {"status": exit status or null}   (negative: killed by a signal)
   {"op": "kill", "pid"}          -> {"status"}: the room's whole process group, SIGKILL
   {"op": "release", "pid"}       no answer: the room was told to end; reaped, or killed after a grace
+  {"op": "memory", "pid", "reset"} -> {"rss", "hwm"}: the room's resident memory and its peak, in bytes, as
+                                  the kernel counts them (read here, outside the room); reset: the peak
+                                  starts again from now
+  {"op": "scrub"}                -> {"killed"}: in a sandbox only (its own pid namespace), every process but
+                                  this one, its ancestors and its spare room is killed (what a student's code
+                                  left running), and reaped
   {"op": "quit"} or end of stream -> every room killed, exit
 """
 from __future__ import annotations
@@ -69,13 +75,16 @@ def _preload(names) -> bool:
     return new
 
 
-def serve(control: socket.socket) -> None:
+def serve(control: socket.socket, blocks: bool = True, contained: bool = False) -> None:
+    """blocks: the fused kernels raise in every room of this zygote (always, but in the trusted one
+    bench times torch's own attention in); contained: it runs in a pid namespace of its own (a
+    sandbox), so `scrub` may end every other process it sees."""
     import select
 
     from . import guards, kit, runner, side, usercode  # noqa: F401 - imported once here, not in every room
-    from .. import worker  # noqa: F401 - its memory limit
     os.environ.setdefault("MPLBACKEND", "Agg")
-    guards.install_dispatch_blocks()
+    if blocks:
+        guards.install_dispatch_blocks()
     rooms: set[int] = set()
     released: dict[int, float] = {}     # pid -> when to kill it if it has not ended by itself
     warming = None
@@ -125,6 +134,13 @@ def serve(control: socket.socket) -> None:
                 control.send(json.dumps({"status": _wait(pid, 5.0, rooms)}).encode())
             elif op == "release":                # no answer: ended rooms are reaped here
                 released[int(msg["pid"])] = time.monotonic() + float(msg.get("grace", 2.0))
+            elif op == "memory":
+                pid = int(msg["pid"])
+                control.send(json.dumps(_memory(pid, bool(msg.get("reset"))) if pid in rooms else
+                                        {"rss": None, "hwm": None}).encode())
+            elif op == "scrub":
+                keep = {spare[0]} if spare is not None else set()
+                control.send(json.dumps({"killed": _scrub(keep, rooms) if contained else 0}).encode())
             elif op == "quit":
                 break
     finally:
@@ -134,6 +150,58 @@ def serve(control: socket.socket) -> None:
         for pid in list(rooms):
             _kill(pid, rooms)
             _wait(pid, 1.0, rooms)
+
+
+def _memory(pid: int, reset: bool) -> dict:
+    """VmRSS and VmHWM of a room (bytes), read from /proc; the peak reset first when asked."""
+    try:
+        if reset:
+            with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                fh.write("5")                  # 5: reset the peak resident set size to the current one
+        out = {"rss": None, "hwm": None}
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    out["rss" if key == "VmRSS" else "hwm"] = int(value.split()[0]) * 1024
+        return out
+    except (OSError, ValueError):
+        return {"rss": None, "hwm": None}
+
+
+def _scrub(keep: set, rooms: set) -> int:
+    """Kill every process of this pid namespace but this one, its ancestors and `keep`; reap ours."""
+    mine, ancestors = os.getpid(), set()
+    pid = mine
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        ancestors.add(pid)
+    killed = 0
+    for _ in range(3):                         # what was forked while we killed: again
+        others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in keep | ancestors | {mine}]
+        if not others:
+            break
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        for pid in others:
+            if pid in rooms:
+                _wait(pid, 1.0, rooms)
+        time.sleep(0.02)
+    while True:                                # orphans re-parented to us are ours to reap too
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return killed
 
 
 def _kill(pid: int, rooms: set) -> None:
@@ -169,7 +237,7 @@ def _spawn(control, rooms: set, memory_gb: float) -> tuple[int, socket.socket, i
             from .runner import main
             main(chan_room, tb_w, memory_gb)
         finally:
-            os._exit(3)
+            os._exit(3)  # not reached: the room leaves by its own exit
     chan_room.close()
     os.close(tb_w)
     rooms.add(pid)
@@ -211,12 +279,13 @@ def _wait(pid: int, timeout: float, rooms: set):
         time.sleep(0.005)
 
 
-def main(fd: int) -> None:
-    """Entry point inside a sandbox: `python -c "from attn_drill.room.zygote import main; main(FD)"`."""
+def main(fd: int, blocks: bool = True, contained: bool = False) -> None:
+    """Entry point of a zygote started by exec (in a sandbox, or bench's trusted one):
+    `python -I -c "... from attn_drill.room.zygote import main; main(FD)"`."""
     import torch
     torch.set_num_threads(1)
     control = socket.socket(fileno=fd)
-    serve(control)
+    serve(control, blocks, contained)
     sys.exit(0)
 
 

@@ -1,15 +1,11 @@
 """`list` and `show`: read the specs only (no torch)."""
 from __future__ import annotations
 
-import json
-
-from rich.text import Text
-
-from .. import bank, curriculum, render
+from .. import bank, render
+from ..bank import curriculum
+from ..errors import SpecError, UsageError
 from ..i18n import t
-from ..spec import SpecError
 from ..render import practice as view
-from .check import UsageError
 
 
 def rows(specs, statuses: dict) -> list[dict]:
@@ -40,7 +36,7 @@ def list_problems(tag: str | None, difficulty: str | None, lang: str, as_json: b
         specs = [s for s in specs if s.difficulty == difficulty]
     data = rows(specs, statuses)
     if as_json:
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        render.print_json(data)
         return _report_bad(bad)
     con = render.console()
     con.print(view.problem_table(data, lang, con.width))
@@ -50,9 +46,8 @@ def list_problems(tag: str | None, difficulty: str | None, lang: str, as_json: b
 
 
 def _report_bad(bad: list[str]) -> int:
-    err = render.console(stderr=True)
     for line in bad:
-        err.print(Text(t("cli.error") + " " + t("cli.bad_spec", error=line), style="red"), soft_wrap=True)
+        render.error(t("cli.bad_spec", error=line))
     return 2 if bad else 0
 
 

@@ -1,20 +1,19 @@
-"""`check`: grade the user's files in the worker and render the reports."""
+"""`check`: grade the user's files in the judge, record the attempts, and render the reports."""
 from __future__ import annotations
 
-import json
 import os
 import random
-import shutil
 import tempfile
 from pathlib import Path
 
-from .. import bank, render
+from .. import bank, render, rules
+from ..client import JudgeClient
+from ..errors import UsageError
+from ..i18n import t
+from ..progress import rules as progress
 from ..results import PASS, Report
-from ..worker import WorkerClient
-
-
-class UsageError(ValueError):
-    pass
+from . import outputs
+from .scratch import MAX_FILE_BYTES, copy_folder
 
 
 def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Path]]:
@@ -46,14 +45,13 @@ def someone_elses(file: Path) -> bool:
         return False
 
 
-def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: bool = False,
+def grade_file(client: JudgeClient, pid: str, file: Path, seed: int, *, full: bool = False,
                case: str | None = None, sandbox: bool | None = None, time_limit: float | None = None,
                typed: str | None = None) -> Report:
     """Grade one file. sandbox: True always in the OS sandbox (a copy of its folder), False never,
     None when the file is someone else's. Without bubblewrap, sandbox=True is refused."""
-    from .. import sandbox as os_sandbox
-    spec = bank.get(pid)
-    limit = time_limit or spec.time_limit * (3 if full else 1)
+    from ..judge import sandbox as os_sandbox
+    limit = rules.time_limit(bank.get(pid), full, time_limit)
     file = Path(file).resolve()
     if sandbox is None:
         sandbox = someone_elses(file) and os_sandbox.available()[0]
@@ -63,10 +61,10 @@ def grade_file(client: WorkerClient, pid: str, file: Path, seed: int, *, full: b
     ok, why = os_sandbox.available()
     if not ok:
         raise UsageError(f"--sandbox: {why}")
-    from .grade import copy_folder
     with tempfile.TemporaryDirectory(prefix="attn-drill-sandbox-") as scratch:
-        copy_folder(file.parent, Path(scratch))
-        shutil.copyfile(file, Path(scratch) / file.name)
+        skipped = copy_folder(file.parent, Path(scratch))
+        if file.name in skipped:
+            raise UsageError(t(f"grade.skipped_{skipped[file.name]}", file=file, mib=MAX_FILE_BYTES >> 20))
         try:
             return client.grade(pid, str(Path(scratch) / file.name), seed, full=full, case=case, time_limit=limit,
                                 sandbox=scratch, shown=_shown(file), typed=typed)
@@ -81,13 +79,6 @@ def _shown(file: Path) -> str:
         return str(file)
 
 
-def replay(pid: str, typed: str | None, shown: str, seed: int, full: bool, case: str | None = None) -> str:
-    """The command that grades this file again: with the path as the user typed it ("" for ./<id>.py)."""
-    where = typed if typed is not None else shown
-    return (f"attn-drill check {pid}{' ' + where if where else ''} --seed {seed}" + (f" --case {case}" if case else "")
-            + (" --full" if full else ""))
-
-
 def typed_path(pid: str | None, path: str | None) -> str | None:
     """How the user named the file: the path they typed, or "" for the default ./<id>.py."""
     if pid is None:
@@ -100,17 +91,18 @@ def typed_path(pid: str | None, path: str | None) -> str | None:
 def static_report(pid: str, file: Path, seed: int, full: bool = False, typed: str | None = None) -> Report | None:
     """The report for a file that cannot run at all (unreadable, a syntax error, refused, no interface),
     known in a fraction of a second without torch; None when it has to be graded."""
-    from .. import source
+    from ..bank import sources
     from ..results import ERROR
-    _, problem, message = source.vet(Path(file), bank.get(pid))
+    _, problem, message = sources.vet(Path(file), bank.get(pid))
     if problem is None:
         return None
     shown = _shown(Path(file).resolve())
+    where = typed if typed is not None else shown
     return Report(pid, shown, seed, status=ERROR, message=message, problem_error=problem, full=full,
-                  replay=replay(pid, typed, shown, seed, full))
+                  replay=rules.replay(pid, where, seed, full), where=where)
 
 
-def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerClient,
+def run(targets, seed: int | None, full: bool, case: str | None, client: JudgeClient,
         sandbox: bool | None = None, typed: str | None = None) -> list[Report]:
     """Grade each (problem, file). typed: how the user named the file, for the replay commands."""
     seed = random.randrange(1_000_000) if seed is None else seed
@@ -119,6 +111,28 @@ def run(targets, seed: int | None, full: bool, case: str | None, client: WorkerC
     reports = [static_report(pid, file, seed, full, typed) for pid, file in targets]
     return [r or grade_file(client, pid, file, seed, full=full, case=case, sandbox=sandbox, typed=typed)
             for r, (pid, file) in zip(reports, targets)]
+
+
+def check(problem: str | None, path: str | None, seed: int | None, full: bool, case: str | None, verbose: bool,
+          as_json: bool, lang: str, sandbox: bool | None, cwd: Path, fmt: str = "text",
+          html: Path | None = None) -> int:
+    """The verb: grade, record each attempt in the workspace progress, show the reports (fmt: text, json,
+    lines or github), and write them as an HTML page when asked."""
+    if as_json and fmt not in ("text", "json"):
+        raise UsageError(t("check.two_formats", fmt=fmt))
+    fmt = "json" if as_json else fmt
+    client = JudgeClient().start()      # torch starts loading while the files are read and vetted
+    try:
+        targets = resolve(problem, path, cwd)
+        reports = run(targets, seed, full, case, client, sandbox, typed_path(problem, path))
+    finally:
+        client.close()
+    scheduled = {r.problem: progress.record_check(cwd, r) for r in reports}
+    code = show(reports, fmt == "json", lang, progress.statuses(cwd), verbose, scheduled, fmt)
+    if html is not None:
+        outputs.write_check_html(html, reports, lang)
+        render.say(t("html.wrote", path=html), "dim", stderr=fmt != "text")
+    return code
 
 
 def next_problem(statuses: dict, done: set[str]) -> str | None:
@@ -130,11 +144,14 @@ def next_problem(statuses: dict, done: set[str]) -> str | None:
 
 
 def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None = None,
-         verbose: bool = False, scheduled: dict | None = None) -> int:
-    """Print the reports: each one's first screen (and its details with --verbose), or the JSON."""
-    if as_json:
+         verbose: bool = False, scheduled: dict | None = None, fmt: str = "text") -> int:
+    """Print the reports: each one's first screen (and its details with --verbose), or the JSON, or
+    one line per finding (lines), or GitHub annotations (github; also after the screens when run there)."""
+    if fmt in ("lines", "github"):
+        (outputs.print_lines if fmt == "lines" else outputs.annotate_check)(reports)
+    elif as_json:
         data = [render.exercism(r) for r in reports]
-        print(json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False))
+        render.print_json(data[0] if len(data) == 1 else data)
     else:
         from ..render import practice, report as view
         con = render.console()
@@ -148,10 +165,11 @@ def show(reports: list[Report], as_json: bool, lang: str, statuses: dict | None 
         if statuses is not None and all(r.status == PASS for r in reports):
             nxt = next_problem(statuses, {r.problem for r in reports})
         practice.after_check(con, [(r.problem, r.status) for r in reports], nxt, scheduled or {})
+        if outputs.in_github():
+            outputs.annotate_check(reports)
     return 0 if all(r.status == PASS for r in reports) else 1
 
 
 def details_command(r: Report) -> str:
-    """The command that shows this report again with its details."""
-    import re
-    return re.sub(r" --case \S+", "", r.replay or f"attn-drill check {r.problem}") + " --verbose"
+    """The command that shows this report again with its details (every case, so no --case)."""
+    return rules.replay(r.problem, r.where, r.seed, r.full) + " --verbose"

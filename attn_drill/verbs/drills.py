@@ -2,24 +2,21 @@
 what to do today; a day-by-day plan). No torch: they read the specs and the workspace state."""
 from __future__ import annotations
 
-import json
+import copy
 import time
 from pathlib import Path
 
-from .. import bank, clock, curriculum, render, schedule, state
+from .. import bank, render
+from ..bank import curriculum
+from ..errors import UsageError
 from ..i18n import t
+from ..progress import clock, rules, schedule, store
 from ..render import practice as view
-from .check import UsageError
 from .scaffold import stub_text, write_stub
 
 DRILLS = "drills"             # the folder re-drills are written into, beside the user's files
 NEW_PER_DAY = 2               # new problems `today` suggests
 QUIZ_MINUTES = 1.5            # a follow-up question, answered and read
-
-
-def _warn(message: str) -> None:
-    from .practice import _warn as warn
-    warn(message)
 
 
 # ---------------------------------------------------------------- drill
@@ -28,19 +25,19 @@ def drill(pid: str, give_up: bool, root: Path) -> int:
     spec = bank.get(pid)
     con = render.console()
     now = clock.now()
-    data = state.load(root, _warn)
-    open_ = state.open_drill(data, pid)
+    data = store.load(None, render.warn)
+    open_ = rules.open_drill(data, pid)
     if give_up:
         if open_ is None:
             raise UsageError(t("drill.none_open", id=pid))
 
         def end(d):
-            return state.end_drill(d, pid, d["drills"][pid], now, passed=False)
-        state.update(root, end, _warn)
-        con.print(t("drill.given_up", id=pid), soft_wrap=True)
+            return rules.end_drill(d, pid, d["drills"][pid], now, passed=False)
+        rating = store.update(None, end, render.warn)
+        render.say(t("drill.given_up", id=pid, rating=t(f"rating.{rating}")), con=con)
         return 0
     if open_ is not None:
-        con.print(t("drill.already_open", id=pid, file=open_["file"]), soft_wrap=True)
+        render.say(t("drill.already_open", id=pid, file=shown(open_["file"], root)), con=con)
         return 0
     stamp = time.strftime("%Y%m%d-%H%M", time.localtime(now))
     path = root / DRILLS / f"{pid}-{stamp}.py"
@@ -49,15 +46,23 @@ def drill(pid: str, give_up: bool, root: Path) -> int:
         n += 1
         path = root / DRILLS / f"{pid}-{stamp}-{n}.py"
     write_stub(path, stub_text(pid))
-    rel = str(path.relative_to(root))
+    full = str(path.resolve())
 
     def start(d):
-        d.setdefault("drills", {})[pid] = {"file": rel, "started": now, "status": "open", "checks": 0, "hints": 0,
+        d.setdefault("drills", {})[pid] = {"file": full, "started": now, "status": "open", "checks": 0, "hints": 0,
                                            "solution_viewed": False, "passed_at": None, "first_try": False,
                                            "rating": None}
-    state.update(root, start, _warn)
-    con.print(view.drill_started(pid, rel, spec.minutes), soft_wrap=True)
+    store.update(None, start, render.warn)
+    render.say(t("drill.started", id=pid, file=shown(full, root), minutes=spec.minutes), con=con)
     return 0
+
+
+def shown(file: str, root: Path) -> str:
+    """A file as a command typed in `root` names it: relative when it is below, else its full path."""
+    try:
+        return str(Path(file).resolve().relative_to(Path(root).resolve()))
+    except (ValueError, OSError):
+        return str(file)
 
 
 # ---------------------------------------------------------------- today
@@ -68,13 +73,13 @@ def _minutes_for_drill(spec) -> int:
 def today_data(root: Path) -> dict:
     now = clock.now()
     end = clock.day_end(now)
-    data = state.load(root, _warn)
+    data = store.load(None, render.warn)
     specs = {s.id: s for s in bank.all_specs()}
     items = []
     for pid, d in sorted((data.get("drills") or {}).items()):
         if isinstance(d, dict) and d.get("status") == "open" and pid in specs:
             items.append({"kind": "open", "id": pid, "minutes": _minutes_for_drill(specs[pid]),
-                          "command": f"attn-drill check {pid} {d['file']}", "since": d["started"]})
+                          "command": f"attn-drill check {pid} {shown(d['file'], root)}", "since": d["started"]})
     open_ids = {i["id"] for i in items}
     for cid, c in schedule.due_cards(data, end, kind="drill"):
         if cid in specs and cid not in open_ids:
@@ -123,7 +128,7 @@ def plan_data(root: Path, days: int, hours: float, tags: list[str]) -> dict:
     if not 0 < hours <= 16:
         raise UsageError(t("plan.hours"))
     now = clock.now()
-    data = state.load(root, _warn)
+    data = store.load(None, render.warn)
     specs = {s.id: s for s in bank.all_specs()}
     wanted = list(specs.values())
     for tag in tags:
@@ -132,7 +137,7 @@ def plan_data(root: Path, days: int, hours: float, tags: list[str]) -> dict:
             raise UsageError(t("list.no_tag", tag=tag) + (t("list.near", tags=", ".join(near)) if near else ""))
         wanted = hits
     wanted_ids = {s.id for s in wanted}
-    sim = {"cards": json.loads(json.dumps(data.get("cards") or {}))}       # a copy the projection may change
+    sim = {"cards": copy.deepcopy(data.get("cards") or {})}       # a copy the projection may change
     passed = {pid for pid, e in data["problems"].items() if e.get("status") == "passed"}
     planned_new: set = set()
     todo = [s for s in curriculum.order(list(specs.values()))
@@ -178,7 +183,7 @@ def plan_data(root: Path, days: int, hours: float, tags: list[str]) -> dict:
 def plan(root: Path, days: int, hours: float, tags: list[str], markdown: bool, as_json: bool, lang: str) -> int:
     d = plan_data(root, days, hours, tags)
     if markdown and not as_json:
-        print(view.plan_markdown(d, lang))
+        render.plain(view.plan_markdown(d, lang))
     else:
         render.emit(d, as_json, lambda d, width: view.plan_table(d, lang, width))
     return 0

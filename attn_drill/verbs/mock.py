@@ -1,18 +1,20 @@
-"""`mock`: a timed mock interview in a fresh folder, with a live countdown and a scorecard.
+"""`mock`: a timed mock interview in a fresh folder, with a live countdown and a scorecard (its
+clock and scoring rules: attn_drill.progress.mocks).
 
-Where the state lives: the mock's own folder holds the live record (`<mock>/.attn-drill/state.json`,
-one entry in `mocks` with `active` while the clock runs), so `attn-drill check` run inside that folder
-from another terminal counts toward the mock through `state.record_check`. The workspace the mock was
-started from keeps a link (`folder`, `status`, `problem_ids`) and, at the end, the scorecard, which
-`progress` lists. Passes made in a mock also mark the problem passed in the workspace.
+Where it is kept: in the user's one progress (attn_drill.progress.store.home()), as an entry of
+`mocks` naming its folder; `attn-drill check` run in that folder from another terminal counts toward
+it (attn_drill.progress.rules.record_check). At the end, its passes, its time to green and its hints
+review the problems' cards as a re-drill does (rules.end_mock), and every follow-up answered reviews
+its question's card, so `today`, `plan` and `progress` see the mock wherever the user practises.
 
-Timing: `elapsed` holds the seconds of finished segments; `segment_start` the wall time the running
-segment began; `heartbeat` is refreshed every few seconds so a mock whose process was killed resumes
-with the time it really had left. Ctrl-C pauses (closes the segment); `--resume` opens a new one.
+The pick: unsolved problems first, at the user's level (up to one step above the hardest passed),
+as many as fit in --minutes by their estimates; when they cannot, it says why.
+
+Ctrl-C pauses (closes the segment); `--resume` opens a new one. Every time comes from
+attn_drill.progress.clock, so a mock under a set clock (ATTN_DRILL_NOW) reads one clock only.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import select
@@ -21,17 +23,17 @@ import threading
 import time
 from pathlib import Path
 
-from rich.live import Live
-from rich.text import Text
-
-from .. import bank, render, state
+from .. import bank, render, rules
+from ..bank.spec import DIFFICULTIES
+from ..client import JudgeClient
+from ..errors import ToolError, UsageError
 from ..i18n import pick as in_lang, t, tn
+from ..progress import clock, mocks, store
+from ..progress import rules as progress
 from ..render import practice as view
 from ..render.practice import duration
 from ..results import PASS
-from ..worker import ToolError
-from .check import UsageError, grade_file
-from .practice import mock_summary
+from .check import grade_file, static_report
 from .scaffold import stub_text
 from .terminal import cbreak, ctrl_c, ctrl_c_raises
 
@@ -39,29 +41,62 @@ HEARTBEAT_S = 5.0
 
 
 # ---------------------------------------------------------------- choosing and scaffolding
+def level_of(statuses: dict) -> list[str]:
+    """The difficulties a mock picks from: up to one step above the hardest problem passed (easy
+    when none is)."""
+    passed = [bank.get(pid).difficulty for pid, st in statuses.items() if st == "passed" and pid in bank.ids()]
+    top = max((DIFFICULTIES.index(d) for d in passed), default=-1)
+    return list(DIFFICULTIES[: min(len(DIFFICULTIES), top + 2)])
+
+
 def pick(count: int, difficulty: str | None, tag: str | None, chosen: list[str], seed: int,
-         statuses: dict) -> list[str]:
-    """Unsolved problems first, then solved ones; shuffled by `seed` within each group."""
+         statuses: dict, minutes: float | None = None) -> tuple[list[str], str]:
+    """(problems, why these when it is not plain): unsolved first, then solved, shuffled by `seed`
+    within each group; at the user's level unless --difficulty says otherwise; as many as fit in
+    `minutes` by their estimates."""
     if chosen:
         for pid in chosen:
             bank.get(pid)  # unknown ids raise with suggestions
-        return list(dict.fromkeys(chosen))
+        return list(dict.fromkeys(chosen)), ""
     specs = [s for s in bank.all_specs() if (not tag or tag in s.tags) and
              (not difficulty or s.difficulty == difficulty)]
     if not specs:
         raise UsageError(t("mock.no_match"))
+    notes = []
+    if not difficulty:
+        levels = level_of(statuses)
+        at_level = [s for s in specs if s.difficulty in levels]
+        if at_level and len(at_level) < len(specs):
+            specs = at_level
+            words = t("join.list").join(t(f"level.{d}") for d in levels)
+            notes.append(t("mock.at_level", levels=words) if any(st == "passed" for st in statuses.values())
+                         else t("mock.at_level_new", levels=words))
     rng = random.Random(seed)
-    unsolved = [s.id for s in specs if statuses.get(s.id) != "passed"]
-    solved = [s.id for s in specs if statuses.get(s.id) == "passed"]
+    unsolved = [s for s in specs if statuses.get(s.id) != "passed"]
+    solved = [s for s in specs if statuses.get(s.id) == "passed"]
     rng.shuffle(unsolved)
     rng.shuffle(solved)
-    return (unsolved + solved)[:count]
+    order = unsolved + solved
+    if minutes is None:
+        return [s.id for s in order[:count]], t("report.join").join(notes)
+    out, used = [], 0
+    for s in order:
+        if len(out) < count and used + s.minutes <= minutes:
+            out.append(s)
+            used += s.minutes
+    if not out:                                   # nothing fits: the shortest, said so
+        shortest = min(order, key=lambda s: (s.minutes, order.index(s)))
+        out = [shortest]
+        notes.append(t("mock.none_fit", id=shortest.id, est=shortest.minutes, minutes=f"{minutes:g}"))
+    elif len(out) < count:
+        notes.append(tn("mock.fewer_fit", len(out), count=count, minutes=f"{minutes:g}", est=used))
+    return [s.id for s in out], t("report.join").join(notes)
 
 
 def make_folder(parent: Path) -> Path:
     """A fresh mock-YYYYmmdd-HHMM folder; never an existing one."""
     parent.mkdir(parents=True, exist_ok=True)
-    base = f"mock-{time.strftime('%Y%m%d-%H%M')}"
+    base = f"mock-{time.strftime('%Y%m%d-%H%M', time.localtime(clock.now()))}"
     for n in range(1, 1000):
         folder = parent / (base if n == 1 else f"{base}-{n}")
         try:
@@ -76,9 +111,12 @@ def _statements_md(pids: list[str], lang: str) -> str:
     parts = []
     for i, pid in enumerate(pids, 1):
         spec = bank.get(pid)
-        parts.append(f"## {i}. {spec.title.get(lang)} (`{pid}.py`, {spec.difficulty}, ~{spec.minutes} min)\n\n"
-                     f"{spec.statement.get(lang)}\n\n{t('show.interface', names=', '.join(spec.interface))}. "
-                     f"{t('show.forbidden', names=', '.join(spec.all_forbidden))}.\n")
+        sep = t("join.list")
+        parts.append("## " + t("mock.md_heading", i=i, title=spec.title.get(lang), file=f"`{pid}.py`",
+                               level=t(f"level.{spec.difficulty}"), minutes=spec.minutes) +
+                     f"\n\n{spec.statement.get(lang)}\n\n" +
+                     t("mock.rules", interface=sep.join(spec.interface), forbidden=sep.join(spec.all_forbidden)) +
+                     "\n")
     return "\n".join(parts)
 
 
@@ -87,55 +125,43 @@ def start(count: int, minutes: float | None, seconds: float | None, difficulty: 
     seed = random.randrange(1_000_000) if seed is None else seed
     if count < 1:
         raise UsageError(t("mock.count_min"))
-    pids = pick(count, difficulty, tag, chosen, seed, state.statuses(cwd))
+    if minutes is not None and minutes <= 0 or seconds is not None and seconds <= 0:
+        raise UsageError(t("mock.minutes_min"))
+    limit = seconds / 60 if seconds is not None else minutes
+    pids, note = pick(count, difficulty, tag, chosen, seed, progress.statuses(), limit)
     total = seconds if seconds is not None else \
         (minutes * 60 if minutes is not None else sum(bank.get(p).minutes for p in pids) * 60)
-    if total <= 0:
-        raise UsageError(t("mock.minutes_min"))
-    for m in state.load(cwd)["mocks"]:
+    for m in store.load(None, render.warn)["mocks"]:
         if m.get("status") in ("running", "paused") and m.get("folder"):
-            _ui(as_json).print(Text(t("mock.unfinished", id=m["id"]), style="yellow"), soft_wrap=True)
-    folder = make_folder(parent)
+            render.say(t("mock.unfinished", id=m["id"]), "yellow", _ui(as_json))
+    folder = make_folder(parent).resolve()
     for pid in pids:
         (folder / f"{pid}.py").write_text(stub_text(pid), encoding="utf-8")
-    (folder / "MOCK.md").write_text(f"# Mock interview {folder.name}\n\n" + _statements_md(pids, lang),
+    (folder / "MOCK.md").write_text("# " + t("mock.md_title", id=folder.name) + "\n\n" + _statements_md(pids, lang),
                                     encoding="utf-8")
-    now = time.time()
-    live = {"id": folder.name, "active": False, "status": "paused", "seed": seed, "seconds": float(total),
-            "elapsed": 0.0, "segment_start": None, "heartbeat": now, "started": now, "finished": None,
-            "pid": None, "lang": lang, "workspace": os.path.relpath(cwd.resolve(), folder.resolve()),
-            "problems": {pid: {"checks": 0, "hints": 0, "solution_viewed": False, "passed_at": None,
-                               "passed_after": None, "last": None} for pid in pids}}
-    state.update(folder, lambda d: d["mocks"].append(live))
-    link = {"id": folder.name, "folder": os.path.relpath(folder.resolve(), cwd.resolve()), "status": "paused",
-            "started": now, "seconds": float(total), "elapsed": 0.0, "problem_ids": pids, "seed": seed}
-    state.update(cwd, lambda d: d["mocks"].append(link))
-    return Session(folder, cwd, as_json, lang).run(first=True)
+    now = clock.now()
+    record = {"id": folder.name, "folder": str(folder), "active": False, "status": "paused", "seed": seed,
+              "seconds": float(total), "elapsed": 0.0, "segment_start": None, "heartbeat": now, "started": now,
+              "finished": None, "pid": None, "lang": lang, "note": note or None, "problem_ids": pids,
+              "problems": {pid: {"checks": 0, "hints": 0, "solution_viewed": False, "passed_at": None,
+                                 "passed_after": None, "last": None} for pid in pids}}
+    store.update(None, lambda d: d["mocks"].append(record), render.warn)
+    return Interview(folder, as_json, lang).run(first=True)
 
 
 def resume(as_json: bool, lang: str | None, cwd: Path) -> int:
-    """Continue the latest unfinished mock: from the workspace (through its link) or from inside its folder."""
-    data = state.load(cwd)
-    open_ = [m for m in data["mocks"] if m.get("status") in ("running", "paused")]
+    """Continue the latest unfinished mock, from wherever it is asked."""
+    data = store.load(None, render.warn)
+    open_ = [m for m in data["mocks"] if m.get("status") in ("running", "paused") and m.get("folder")]
     if not open_:
         raise UsageError(t("mock.none_paused"))
     m = open_[-1]
-    if m.get("folder"):
-        folder = (cwd / m["folder"]).resolve()
-        if not state.state_dir(folder).is_dir():
-            raise UsageError(t("mock.folder_gone", folder=folder))
-        workspace = cwd
-    else:
-        folder, workspace = cwd, (cwd / m.get("workspace", "..")).resolve()
-    live = _live(folder)
-    return Session(folder, workspace, as_json, lang or live.get("lang", "en")).run(first=False)
-
-
-def _live(folder: Path) -> dict:
-    mocks = [m for m in state.load(folder)["mocks"] if isinstance(m.get("problems"), dict)]
-    if not mocks:
+    folder = Path(m["folder"])
+    if not isinstance(m.get("problems"), dict):
         raise UsageError(t("mock.no_mock_in", folder=folder))
-    return mocks[-1]
+    if not folder.is_dir():
+        raise UsageError(t("mock.folder_gone", folder=folder))
+    return Interview(folder, as_json, lang or m.get("lang", "en"), mid=m["id"]).run(first=False)
 
 
 def _ui(as_json: bool):
@@ -154,8 +180,9 @@ def _alive(pid) -> bool:
 
 
 def outcome(r, untouched: bool = False) -> dict:
-    """A report, as the mock's screen and scorecard keep it: status, one line, the named mistake, the replay."""
-    from ..render.report import case_reason, summary_line
+    """A report, as the mock's screen and scorecard keep it: status, one line, the named mistake (its
+    id, its title), the replay."""
+    from ..render.report import case_reason, mistake_title, summary_line
     first = r.first_failure()
     named = r.diagnosis or r.symptom
     msg = summary_line(r)
@@ -163,56 +190,53 @@ def outcome(r, untouched: bool = False) -> dict:
         msg = f"{first.name}: {case_reason(first) or msg}"
     return {"status": "not attempted" if untouched and r.status != PASS else r.status, "message": msg,
             "mistake": named.mistake if named else None,
+            "title": mistake_title(r.problem, named.mistake) if named else None,
             "why": in_lang(named.en, named.zh) if named else None,
             "replay": r.replay if r.status != PASS else None}
 
 
 # ---------------------------------------------------------------- the running mock
-class Session:
-    def __init__(self, folder: Path, workspace: Path, as_json: bool, lang: str):
-        self.folder, self.workspace, self.as_json, self.lang = folder.resolve(), workspace.resolve(), as_json, lang
+class Interview:
+    """One mock interview while it runs: its record, its judge, its screen and keys."""
+
+    def __init__(self, folder: Path, as_json: bool, lang: str, mid: str | None = None):
+        self.folder, self.as_json, self.lang = Path(folder).resolve(), as_json, lang
         self.con = _ui(as_json)
         self.client = None
         self.checking: threading.Thread | None = None
         self.last: dict = {}          # pid -> one-line result of the latest in-mock check
         self.reports: dict = {}       # pid -> the latest Report (the key l shows it whole)
         self.notes: list = []         # renderables to print above the live screen
+        self.followups: dict = {}     # pid -> "2 of 3 right" after its follow-ups, for the panel
         self.asking_hint = False
         self.asking_finish = False
-        self.mock: dict = {}
+        self.mid = mid or self.folder.name
+        self.mock: dict = {"id": self.mid}
+        self.tty = (None, None)
 
     # -- state
-    def _update_mock(self, fn):
-        mid = self.mock["id"]
+    def _mine(self, m: dict) -> bool:
+        return m.get("id") == self.mid and isinstance(m.get("problems"), dict) and \
+            progress._same_folder(m.get("folder") or "", self.folder)
 
+    def _update_mock(self, fn):
         def apply(d):
             for m in d["mocks"]:
-                if m.get("id") == mid and isinstance(m.get("problems"), dict):
-                    fn(m)
+                if self._mine(m):
+                    fn(m, d)
                     return dict(m)
-            raise UsageError(t("mock.missing_from", id=mid, folder=self.folder))
-        self.mock = state.update(self.folder, apply, self._warn)
+            raise UsageError(t("mock.missing_from", id=self.mid, folder=store._shown(store.home())))
+        self.mock = store.update(None, apply, self._warn)
         return self.mock
 
-    def _update_link(self, fn) -> None:
-        def apply(d):
-            for m in d["mocks"]:
-                if m.get("folder") and (self.workspace / m["folder"]).resolve() == self.folder:
-                    fn(m)
-        if self.workspace != self.folder and state.state_dir(self.workspace).is_dir():
-            try:
-                state.update(self.workspace, apply, self._warn)
-            except OSError:
-                pass
-
     def _warn(self, message: str) -> None:
-        self.con.print(Text(t("cli.warning") + " " + message, style="yellow"), soft_wrap=True)
+        render.warn(message, self.con)
 
     def _open_segment(self) -> None:
-        now = time.time()
+        now = clock.now()
         mine = os.getpid()
 
-        def fn(m):
+        def fn(m, _):
             if m.get("status") == "finished":
                 raise UsageError(t("mock.already_finished", id=m["id"]))
             if m.get("status") == "running" and m.get("segment_start") is not None:
@@ -221,33 +245,26 @@ class Session:
                 # its process died without pausing: count the time up to its last heartbeat
                 m["elapsed"] = m.get("elapsed", 0.0) + max(0.0, m.get("heartbeat", now) - m["segment_start"])
             m.update(status="running", active=True, segment_start=now, heartbeat=now, pid=mine)
-        self.mock = {"id": _live(self.folder)["id"]}
         self._update_mock(fn)
-        self._update_link(lambda link: link.update(status="running"))
 
     def _close_segment(self, status: str) -> None:
-        now = time.time()
+        now = clock.now()
 
-        def fn(m):
-            m["elapsed"] = round(state.mock_elapsed(m, now), 2)
+        def fn(m, _):
+            m["elapsed"] = round(mocks.elapsed(m, now), 2)
             m.update(segment_start=None, heartbeat=now, active=False, status=status, pid=None)
         self._update_mock(fn)
-        self._update_link(lambda link: link.update(status=status, elapsed=self.mock["elapsed"]))
 
     # -- grading
     def _client(self):
         if self.client is None:
-            from ..worker import WorkerClient
-            self.client = WorkerClient().start()
+            self.client = JudgeClient().start()
         return self.client
 
     def _stop_client(self) -> None:
         c, self.client = self.client, None
-        if c is None:
-            return
-        if c.proc is not None and not getattr(c, "_ready", True) and c.proc.poll() is None:
-            c.proc.kill()  # still importing torch: no need to wait for it to answer
-        c.close()
+        if c is not None:
+            c.close()          # a judge still importing torch is killed, not waited for
 
     def _files(self) -> list[tuple[str, Path]]:
         return [(pid, self.folder / f"{pid}.py") for pid in self.mock["problems"]]
@@ -256,20 +273,20 @@ class Session:
         """Grade every mock file now, as `attn-drill check` in the folder does (so a check counts the same
         from the key and from another terminal); an untouched stub reads 'not attempted'."""
         out = {}
-        client = self._client()
         for pid, file in self._files():
             if not file.is_file():
                 out[pid] = {"status": "missing", "message": t("mock.file_missing", file=file.name)}
                 continue
             untouched = file.read_text(encoding="utf-8", errors="replace") == stub_text(pid)
-            spec = bank.get(pid)
             try:
-                r = grade_file(client, pid, file, self.mock["seed"], time_limit=spec.time_limit, typed="")
-            except (ToolError, ValueError) as exc:
+                r = static_report(pid, file, self.mock["seed"], typed="") or \
+                    grade_file(self._client(), pid, file, self.mock["seed"],
+                               time_limit=rules.time_limit(bank.get(pid)), typed="")
+            except (ToolError, UsageError) as exc:
                 out[pid] = {"status": "error", "message": t("mock.grader_failed", error=str(exc)[:300])}
                 continue
             if record:
-                state.record_check(self.folder, r, self._warn)
+                progress.record_check(self.folder, r, self._warn, file=file)
             out[pid] = outcome(r, untouched)
             self.reports[pid] = r
         return out
@@ -281,8 +298,9 @@ class Session:
         def go():
             try:
                 self.last = self._grade_all(record=True)
+                self._reload()
             except Exception as exc:  # noqa: BLE001 - shown on screen; the mock goes on
-                self.notes.append(Text(t("mock.check_failed", error=exc), style="red"))
+                self.notes.append((t("mock.check_failed", error=exc), "red"))
         for pid in self.mock["problems"]:
             self.last[pid] = {"status": "checking", "message": ""}
         self.checking = threading.Thread(target=go, daemon=True)
@@ -295,12 +313,12 @@ class Session:
             prompt = t("mock.ask_hint", n=len(self.mock["problems"]))
         elif self.asking_finish:
             prompt = t("mock.ask_finish")
-        return view.mock_screen(self.mock, self.last, state.mock_left(self.mock), prompt,
-                                os.path.relpath(self.folder), self.con.width)
+        return view.mock_screen(self.mock, self.last, mocks.left(self.mock, clock.now()), prompt,
+                                os.path.relpath(self.folder), self.con.width, self.followups)
 
-    def _print_statements(self) -> None:
+    def _print_statements(self, con=None) -> None:
         pids = list(self.mock["problems"])
-        self.con.print(render.markdown(_statements_md(pids, self.lang)))
+        (con or self.con).print(render.markdown(_statements_md(pids, self.lang)))
 
     # -- keys
     def _key(self, ch: str, live) -> str | None:
@@ -323,7 +341,7 @@ class Session:
             else:
                 self.asking_hint = True
         elif ch == "s":
-            live.console.print(render.markdown(_statements_md(list(self.mock["problems"]), self.lang)))
+            self._print_statements(live.console)
         elif ch == "f":
             self.asking_finish = True
         elif ch == "l":
@@ -342,42 +360,60 @@ class Session:
 
     def _followups(self, live) -> None:
         """The key u: the follow-up questions of a problem passed in the mock, inside its time; counted
-        apart from the score (scorecard: follow-ups right of asked)."""
-        from .quizzing import Answers, ask, questions_of
+        apart from the score (scorecard: follow-ups right of asked), and each answer reviews its
+        question's card in the user's progress, as `quiz` does. The last answer's feedback stays on
+        the screen until a key is pressed."""
+        from .quizzing import Answers, ask, questions_of, record
         ready = self._ready_followups()
         if not ready:
-            live.console.print(Text(t("mock.no_followups"), style="yellow"))
+            asked = [pid for pid, p in self.mock["problems"].items() if p.get("followups_asked")]
+            if asked:
+                done = t("join.list").join(f"{pid} ({self.followups.get(pid) or ''})".replace(" ()", "")
+                                           for pid in asked)
+                render.say(t("mock.followups_all_asked", ids=done), "yellow", live.console)
+            else:
+                render.say(t("mock.no_followups"), "yellow", live.console)
             return
         pid = ready[0]
         live.stop()
-        fd, old = getattr(self, "tty", (None, None))
+        fd, old = self.tty
         if fd is not None:                       # typed numbers need the terminal's own line editing
             import termios
             saved = termios.tcgetattr(fd)
             termios.tcsetattr(fd, termios.TCSADRAIN, old)
-        right = asked = 0
+        results = []
         try:
             with ctrl_c_raises():                # Ctrl-C ends the questions, not the mock
-                for q in questions_of(pid):
-                    if state.mock_left(self.mock) <= 0:
+                qs = questions_of(pid)
+                for i, q in enumerate(qs, 1):
+                    if mocks.left(self.mock, clock.now()) <= 0:
                         break
+                    self.con.print(view.quiz_progress(i, len(qs)))
                     res = ask(pid, q, self.mock["seed"], Answers(None), self.con, self.lang)
-                    asked += 1
-                    right += res["right"]
+                    results.append(res)
+                    record([res], clock.now(), self._warn)
         except (KeyboardInterrupt, EOFError):
             pass
         finally:
+            right, asked = sum(r["right"] for r in results), len(results)
+            self._update_mock(lambda m, _: m["problems"][pid].update(followups_asked=asked, followups_right=right))
+            self.followups[pid] = t("mock.right_of", right=right, n=asked)
+            render.say(t("mock.followups_done", id=pid, right=right, n=asked), "bold cyan", self.con)
             if fd is not None:
+                render.say(t("mock.back_to_clock"), "dim", self.con)
                 termios.tcsetattr(fd, termios.TCSADRAIN, saved)
-            self._update_mock(lambda m: m["problems"][pid].update(followups_asked=asked, followups_right=right))
-            self.con.print(Text(t("mock.followups_done", id=pid, right=right, n=asked), style="cyan"))
+                with ctrl_c_raises():
+                    try:
+                        os.read(fd, 1)           # the last feedback stays until the user has read it
+                    except (KeyboardInterrupt, OSError):
+                        pass
             live.start()
 
     def _last_report(self, live) -> None:
         """The key l: the latest check's whole report of each problem, above the live panel."""
         from ..render import report as report_view
         if not self.reports:
-            live.console.print(Text(t("mock.no_report"), style="yellow"))
+            render.say(t("mock.no_report"), "yellow", live.console)
             return
         for pid, r in self.reports.items():
             title = bank.get(pid).title.get(self.lang)
@@ -387,20 +423,21 @@ class Session:
 
     def _hint(self, pid: str, live) -> None:
         spec = bank.get(pid)
-        before, now = state.record_hint(self.folder, pid, len(spec.hints), self._warn)
+        before, now = progress.record_hint(self.folder, pid, len(spec.hints), self._warn)
+        self._reload()
         if now == before:
-            live.console.print(Text(t("mock.all_hints", n=len(spec.hints), id=pid), style="yellow"))
+            render.say(t("mock.all_hints", n=len(spec.hints), id=pid), "yellow", live.console)
             for i in range(now):
                 live.console.print(view.hint_panel(spec, i, self.lang))
         else:
             live.console.print(view.hint_panel(spec, now - 1, self.lang))
-            live.console.print(Text(t("mock.hint_counts"), style="dim"))
+            render.say(t("mock.hint_counts"), "dim", live.console)
 
     # -- main loop
     def run(self, first: bool) -> int:
         self._open_segment()
         try:
-            if state.mock_left(self.mock) <= 0:
+            if mocks.left(self.mock, clock.now()) <= 0:
                 return self._finish(t("mock.time_was_up"))
             return self._interact(first)
         except KeyboardInterrupt:
@@ -411,18 +448,21 @@ class Session:
     def _interact(self, first: bool) -> int:
         m = self.mock
         con = self.con
-        con.print(Text.assemble((t("mock.heading", id=m["id"]), "bold"), " ",
-                                tn("mock.count", len(m["problems"]), time=duration(state.mock_left(m))) + " " +
-                                (t("mock.on_clock") if first else t("mock.time_left")),
-                                ("   " + t("report.seed", seed=m["seed"]), "dim")))
+        con.print(view.mock_heading(m["id"], tn("mock.count", len(m["problems"]),
+                                                 time=duration(mocks.left(m, clock.now()))) + " " +
+                                    (t("mock.on_clock") if first else t("mock.time_left")), m["seed"]))
+        if m.get("note"):
+            render.say(m["note"], "yellow", con)
         self._print_statements()
         folder = os.path.relpath(self.folder)
-        con.print(t("mock.edit", files=", ".join(f"{p}.py" for p in m["problems"]), folder=folder), soft_wrap=True)
+        render.say(t("mock.edit", files=t("join.list").join(f"{p}.py" for p in m["problems"]), folder=folder),
+                   con=con)
         self._client()  # warm the grader while the user reads
         fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
         if fd is None:      # no keys to read: say how the mock runs, and when it ends
-            ends = time.strftime("%H:%M", time.localtime(time.time() + state.mock_left(m)))
-            con.print(Text(t("mock.no_terminal", ends=ends, folder=folder), style="yellow"), soft_wrap=True)
+            now = clock.now()
+            ends = time.strftime("%H:%M", time.localtime(now + mocks.left(m, now)))
+            render.say(t("mock.no_terminal", ends=ends, folder=folder), "yellow", con)
         old = None
         if fd is not None:
             old = cbreak(fd)
@@ -431,22 +471,22 @@ class Session:
         interrupted = threading.Event()
         try:
             with ctrl_c(interrupted.set), \
-                    Live(self._screen(), console=con, auto_refresh=False, transient=True) as live:
+                    render.live(con, self._screen(), transient=True) as live:
                 last_beat = last_reload = time.monotonic()
                 while True:
                     if interrupted.is_set():      # Ctrl-C: pause, from here, not halfway through a write
                         raise KeyboardInterrupt
                     while self.notes:
-                        live.console.print(self.notes.pop(0))
+                        render.say(*self.notes.pop(0), live.console)
                     tick = time.monotonic()
                     if tick - last_beat >= HEARTBEAT_S:  # also reloads: checks from other terminals show
-                        self._update_mock(lambda mm: mm.update(heartbeat=time.time()))
+                        self._update_mock(lambda mm, _: mm.update(heartbeat=clock.now()))
                         last_beat = last_reload = tick
                     elif tick - last_reload >= 1.0:
                         self._reload()
                         last_reload = tick
                     live.update(self._screen(), refresh=True)
-                    if state.mock_left(self.mock) <= 0:
+                    if mocks.left(self.mock, clock.now()) <= 0:
                         break
                     if fd is None:
                         time.sleep(0.25)
@@ -465,20 +505,15 @@ class Session:
 
     def _reload(self) -> None:
         """Pick up checks and hints recorded by other terminals."""
-        mid = self.mock["id"]
-        for m in state.load(self.folder)["mocks"]:
-            if m.get("id") == mid and isinstance(m.get("problems"), dict):
+        for m in store.load(None, self._warn)["mocks"]:
+            if self._mine(m):
                 self.mock = m
                 return
 
     def _pause(self) -> int:
         self._close_segment("paused")
-        left = state.mock_left(self.mock)
-        where = "" if self.workspace == Path.cwd().resolve() or self.folder == Path.cwd().resolve() else \
-            t("mock.from", folder=os.path.relpath(self.workspace))
-        self.con.print(Text.assemble(("\n" + t("mock.paused") + " ", "bold yellow"),
-                                     t("mock.paused_left", id=self.mock["id"], left=duration(left), where=where)),
-                       soft_wrap=True)
+        left = mocks.left(self.mock, clock.now())
+        self.con.print(view.mock_paused(t("mock.paused_left", id=self.mock["id"], left=duration(left), where="")))
         return 0
 
     # -- the end
@@ -486,89 +521,34 @@ class Session:
         if self.checking and self.checking.is_alive():
             self.checking.join()
         self._close_segment("finished")  # stop the clock before grading
-        self.con.print(Text("\n" + t("mock.grading_all", reason=reason), style="bold"))
+        render.say("\n" + t("mock.grading_all", reason=reason), "bold", self.con)
         final = self._grade_all(record=False)
-        now = time.time()
+        now = clock.now()
 
-        def fn(m):
+        def fn(m, d):
             for pid, p in m["problems"].items():
                 p["final"] = final[pid]["status"]
                 p["final_message"] = final[pid]["message"]
                 p["final_mistake"] = final[pid].get("mistake")
+                p["final_title"] = final[pid].get("title")
                 p["final_why"] = final[pid].get("why")
                 p["final_replay"] = final[pid].get("replay")
                 if final[pid]["status"] == PASS and p.get("passed_at") is None:
                     p["passed_at"], p["passed_after"] = now, round(min(m["elapsed"], m["seconds"]), 1)  # at the bell
             m["finished"] = now
-            m["scorecard"] = scorecard(m)
+            m["scorecard"] = mocks.scorecard(m)
+            m["scorecard"]["reviewed"] = progress.end_mock(d, m, now)   # the cards, as re-drills
         self._update_mock(fn)
         card = self.mock["scorecard"]
-        self._update_link(lambda link: link.update(status="finished", elapsed=self.mock["elapsed"], scorecard=card))
-        self._propagate(card)
-        if self.as_json:
-            print(json.dumps(card, indent=2, ensure_ascii=False))
-        else:
-            render.console().print(view.scorecard(card, render.console().width))
+        render.emit(card, self.as_json, view.scorecard)
         return 0 if card["passed"] == len(card["problems"]) else 1
-
-    def _propagate(self, card: dict) -> None:
-        """A problem passed in the mock counts as passed in the workspace too."""
-        if self.workspace == self.folder or not state.state_dir(self.workspace).is_dir():
-            return
-        passed = {p["id"]: p["time_to_green"] for p in card["problems"] if p["passed"]}
-        if not passed:
-            return
-
-        def fn(d):
-            for pid, seconds in passed.items():
-                e = state.problem_entry(d, pid)
-                e["status"] = "passed"
-                e["first_pass"] = e["first_pass"] or time.time()
-                state.best_solve(e, seconds)
-        try:
-            state.update(self.workspace, fn, self._warn)
-        except OSError:
-            pass
-
-
-# ---------------------------------------------------------------- scorecard
-VERDICTS = ((0.9, "strong pass"), (0.6, "pass"), (0.3, "borderline"), (-1.0, "no pass"))
-
-
-def scorecard(m: dict) -> dict:
-    """Per problem: passed, time to green, checks, hints; overall score and verdict.
-
-    A problem scores 1 when it passes at the end, less 0.25 for each hint (at least 0.25), and 0 if
-    its solution was viewed during the mock. The verdict reads the mean score.
-    """
-    rows, score = [], 0.0
-    for pid, p in m["problems"].items():
-        passed = p.get("final") == PASS
-        s = 0.0 if not passed or p.get("solution_viewed") else max(0.25, 1.0 - 0.25 * p.get("hints", 0))
-        score += s
-        rows.append({"id": pid, "passed": passed, "result": p.get("final"), "message": p.get("final_message", ""),
-                     "mistake": p.get("final_mistake"), "why": p.get("final_why"), "replay": p.get("final_replay"),
-                     "followups_asked": p.get("followups_asked", 0), "followups_right": p.get("followups_right", 0),
-                     "time_to_green": p.get("passed_after") if passed else None, "checks": p.get("checks", 0),
-                     "hints": p.get("hints", 0), "solution_viewed": bool(p.get("solution_viewed")),
-                     "score": round(s, 2)})
-    mean = score / max(len(rows), 1)
-    verdict = next(word for limit, word in VERDICTS if mean >= limit)
-    used = round(min(m["elapsed"], m["seconds"]), 1)
-    return {"id": m["id"], "seed": m.get("seed"), "seconds": m["seconds"], "used": used,
-            "problems": rows, "passed": sum(r["passed"] for r in rows), "hints": sum(r["hints"] for r in rows),
-            "followups_asked": sum(r["followups_asked"] for r in rows),
-            "followups_right": sum(r["followups_right"] for r in rows),
-            "score": round(mean, 2), "verdict": verdict}
 
 
 def history(cwd: Path, as_json: bool) -> int:
-    """`mock --history`: the mock interviews recorded here."""
-    mocks = [mock_summary(m) for m in state.load(cwd)["mocks"]]
-    if as_json:
-        print(json.dumps(mocks, indent=2, ensure_ascii=False))
-    elif mocks:
-        render.console().print(view.mock_history(mocks, render.console().width))
+    """`mock --history`: the mock interviews in the user's progress."""
+    found = [mocks.summary(m) for m in store.load(None, render.warn)["mocks"]]
+    if as_json or found:
+        render.emit(found, as_json, view.mock_history)
     else:
-        render.console().print(t("mock.none_yet"))
+        render.say(t("mock.none_yet"))
     return 0

@@ -4,18 +4,17 @@ wrong: again), so a forgotten concept comes back like a forgotten implementation
 from __future__ import annotations
 
 import functools
-import json
 import os
 import select
 import sys
 from pathlib import Path
 
-from .. import bank, clock, quiz, render, schedule, source, state
+from .. import bank, render
+from ..bank import curriculum, quiz, sources
+from ..errors import BankError, UsageError
 from ..i18n import pick, t
+from ..progress import clock, schedule, store
 from ..render import practice as view
-from .check import UsageError
-
-DEFAULT_COUNT = 5
 
 
 @functools.lru_cache(maxsize=None)
@@ -26,12 +25,12 @@ def questions_of(pid: str) -> list:
     try:
         return quiz.load(path)
     except Exception as exc:  # noqa: BLE001 - a broken questions file of the bank: say which
-        raise bank.BankError(bank.fault_message("questions", path, f"{type(exc).__name__}: {exc}")) from None
+        raise BankError(bank.fault_message("questions", path, f"{type(exc).__name__}: {exc}")) from None
 
 
 def choose(root: Path, pid: str | None, count: int, due_only: bool) -> list[tuple[str, object]]:
     """(problem, question) to ask: due ones first, then ones never asked of problems passed (or of pid)."""
-    data = state.load(root)
+    data = store.load(None, render.warn)
     end = clock.day_end(clock.now())
     cards = data.get("cards") or {}
     picked: list = []
@@ -44,7 +43,8 @@ def choose(root: Path, pid: str | None, count: int, due_only: bool) -> list[tupl
         if q is not None:
             picked.append((p, q))
     if not due_only:
-        passed = [pid] if pid else [s.id for s in _ordered() if data["problems"].get(s.id, {}).get("status") == "passed"]
+        passed = [pid] if pid else [s.id for s in _ordered()
+                                    if data["problems"].get(s.id, {}).get("status") == "passed"]
         for p in passed:
             for q in questions_of(p):
                 if f"{p}/{q.id}" not in cards and (p, q) not in picked:
@@ -62,7 +62,6 @@ def choose(root: Path, pid: str | None, count: int, due_only: bool) -> list[tupl
 
 
 def _ordered():
-    from .. import curriculum
     return curriculum.order(bank.all_specs())
 
 
@@ -73,10 +72,16 @@ class Answers:
         self.given = list(given) if given is not None else None
         self.fd = sys.stdin.fileno() if given is None and sys.stdin is not None and sys.stdin.isatty() else None
 
-    def choice(self, n: int, con, draw) -> int | None:
-        """The index picked (0-based), None to skip. Keys: 1-n, arrows and Enter, s to skip."""
-        if self.given is not None:
-            return _index(self.given.pop(0) if self.given else "", n)
+    @property
+    def scripted(self) -> bool:
+        return self.given is not None
+
+    def next_given(self) -> str | None:
+        return self.given.pop(0) if self.given else None
+
+    def choice(self, n: int, draw) -> int | None:
+        """The index picked (0-based), None to skip. Keys: 1-n, arrows and Enter, s to skip; any other
+        key is not an answer and changes nothing."""
         import termios
         import tty
         old = termios.tcgetattr(self.fd)
@@ -103,57 +108,75 @@ class Answers:
         finally:
             termios.tcsetattr(self.fd, termios.TCSADRAIN, old)
 
-    def number(self, con) -> str | None:
-        if self.given is not None:
-            return self.given.pop(0) if self.given else None
+    def line(self, con) -> str | None:
+        render.say(t("quiz.number_hint"), "dim", con)
         try:
-            return con.input(t("quiz.your_number") + " ")
+            return con.input(t("quiz.your_number") + ("" if t("quiz.your_number").endswith("：") else " "))
         except EOFError:
             return None
 
 
-def _index(text: str, n: int) -> int | None:
-    text = text.strip().lower()
-    if text.isdigit() and 1 <= int(text) <= n:
-        return int(text) - 1
-    if len(text) == 1 and "a" <= text <= chr(ord("a") + n - 1):
-        return ord(text) - ord("a")
-    return None
-
-
 def ask(pid: str, q, seed: int, answers: Answers, con, lang: str) -> dict:
-    """Ask one question; the result {id, problem, right, given, answer}. Draws through render.practice."""
-    ref_src = source.read(bank.reference_path(pid))
+    """Ask one question; the result {problem, id, kind, given, right, answer, rated}. An answer that
+    cannot be read is asked again in a terminal; from --answers it is said and not rated (rated False)."""
+    ref_src = sources.read(bank.reference_path(pid))
     line = quiz.ref_line(q, ref_src)
     where = f"reference/{pid}.py:{line}" if line else (t("quiz.statement", id=pid) if q.see else None)
+    con.print(view.question(pid, q, lang))
     if isinstance(q, quiz.Choice):
-        opts = q.options(seed)
+        # a script answers the choices in the order they are printed for it, the same every day;
+        # a person in a terminal gets them shuffled by the day, so the answer is not a position
+        opts = q.options(0 if answers.scripted else seed)
         texts = [pick(*o[0]) for o in opts]
-        con.print(view.question(pid, q, lang))
-        if answers.given is None:                # the choices redrawn in place as the arrow keys move
-            from rich.live import Live
-            with Live(view.choices(texts, 0), console=con, auto_refresh=False) as live:
-                at = answers.choice(len(opts), con, lambda i: live.update(view.choices(texts, i), refresh=True))
-        else:
-            con.print(view.choices(texts, None))
-            at = answers.choice(len(opts), con, None)
-        right = at is not None and opts[at][1]
         correct = next(i for i, o in enumerate(opts) if o[1])
-        result = {"problem": pid, "id": q.id, "kind": "choice", "given": None if at is None else at + 1,
-                  "right": bool(right), "answer": correct + 1}
+        result = {"problem": pid, "id": q.id, "kind": "choice", "answer": correct + 1, "rated": True}
+        if answers.scripted:
+            con.print(view.choices(texts, None))
+            raw = answers.next_given()
+            at = quiz.read_choice(raw, len(opts)) if raw and raw.strip().lower() not in ("s", "skip") else None
+            if raw and raw.strip() and raw.strip().lower() not in ("s", "skip") and at is None:
+                con.print(view.unreadable(t("quiz.not_a_choice", text=raw.strip(), n=len(opts),
+                                            last=chr(ord("a") + len(opts) - 1))))
+                return dict(result, given=raw, right=False, rated=False)
+        else:                                    # the choices redrawn in place as the arrow keys move
+            with render.live(con, view.choices(texts, 0)) as live:
+                at = answers.choice(len(opts), lambda i: live.update(view.choices(texts, i), refresh=True))
+            raw = None if at is None else str(at + 1)
+        right = at is not None and opts[at][1]
         con.print(view.feedback(right, at is None, texts[correct], pick(*q.explain), where, lang, width=con.width))
-    else:
-        con.print(view.question(pid, q, lang))
-        raw = answers.number(con)
-        value = quiz.parse_number(raw) if raw is not None else None
-        right = value is not None and q.accepts(value)
-        want = q.value()
-        shown = f"{want:,.0f}" if float(want).is_integer() else f"{want:.6g}"
-        unit = pick(*q.unit)
-        result = {"problem": pid, "id": q.id, "kind": "number", "given": raw, "right": bool(right), "answer": want}
-        con.print(view.feedback(right, raw is None or raw.strip() == "", f"{shown} {unit}", pick(*q.explain), where,
-                                lang, got=None if value is None else value, width=con.width))
-    return result
+        return dict(result, given=None if at is None else at + 1, right=bool(right))
+    want = q.value()
+    shown = view.number_with_unit(want, pick(*q.unit))
+    result = {"problem": pid, "id": q.id, "kind": "number", "answer": want, "rated": True}
+    while True:
+        raw = answers.next_given() if answers.scripted else answers.line(con)
+        if raw is None or not raw.strip() or raw.strip().lower() in ("s", "skip"):
+            value = None                         # skipped: the answer is shown, and it comes back soon
+            break
+        value = quiz.read_number(raw)
+        if value is not None:
+            break
+        con.print(view.unreadable(t("quiz.unreadable", text=raw.strip())))
+        if answers.scripted:                     # nobody to ask again: no rating for what was not read
+            return dict(result, given=raw, right=False, rated=False)
+    right = value is not None and q.accepts(value)
+    con.print(view.feedback(right, value is None, shown, pick(*q.explain), where, lang,
+                            got=None if value is None or right else view.number_with_unit(value, pick(*q.unit)),
+                            width=con.width))
+    return dict(result, given=raw, right=bool(right), read_as=None if value is None else float(value))
+
+
+def record(results: list[dict], when: float, warn=None) -> None:
+    """Each rated answer reviews its question's card in the user's progress: right good, wrong again.
+    An answer that could not be read is not a review."""
+    rated = [r for r in results if r.get("rated", True)]
+    if not rated:
+        return
+
+    def fn(d):
+        for r in rated:
+            schedule.review(d, f"{r['problem']}/{r['id']}", "quiz", "good" if r["right"] else "again", when)
+    store.update(None, fn, warn)
 
 
 def run(pid: str | None, count: int, due_only: bool, given: list[str] | None, as_json: bool, lang: str,
@@ -167,9 +190,9 @@ def run(pid: str | None, count: int, due_only: bool, given: list[str] | None, as
     picked = choose(root, pid, count, due_only)
     con = render.console(stderr=as_json)
     if not picked:
-        con.print(t("quiz.nothing", id=pid) if pid else t("quiz.nothing_all"), soft_wrap=True)
+        render.say(t("quiz.nothing", id=pid) if pid else t("quiz.nothing_all"), con=con)
         if as_json:
-            print(json.dumps({"asked": 0, "right": 0, "results": []}, indent=2))
+            render.print_json({"asked": 0, "right": 0, "results": []})
         return 0
     seed = int(clock.now()) // 86400
     answers = Answers(given)
@@ -178,11 +201,10 @@ def run(pid: str | None, count: int, due_only: bool, given: list[str] | None, as
         con.print(view.quiz_progress(i, len(picked)))
         res = ask(p, q, seed, answers, con, lang)
         results.append(res)
-        now = clock.now()
-        state.update(root, lambda d, r=res: schedule.review(d, f"{r['problem']}/{r['id']}", "quiz",
-                                                            "good" if r["right"] else "again", now))
+        record([res], clock.now(), render.warn)      # each answer saved as it is given
     right = sum(r["right"] for r in results)
-    con.print(view.quiz_summary(right, len(results)))
+    unread = sum(not r["rated"] for r in results)
+    con.print(view.quiz_summary(right, len(results), unread))
     if as_json:
-        print(json.dumps({"asked": len(results), "right": right, "results": results}, indent=2, ensure_ascii=False))
+        render.print_json({"asked": len(results), "right": right, "unread": unread, "results": results})
     return 0 if right == len(results) else 1

@@ -9,26 +9,25 @@ import shutil
 import time
 from pathlib import Path
 
-from rich.text import Text
-
-from .. import bank, render, source
+from .. import bank, render
+from ..bank import sources
+from ..errors import BankError, SpecError, UsageError
 from ..i18n import t
-from ..spec import SpecError
-from .check import UsageError
+from ..progress import clock, rules
 
 
 def stub_text(pid: str) -> str:
     spec = bank.get(pid)
     ref = bank.reference_path(pid)
     try:
-        return source.make_stub(spec, bank.read_reference(pid))
-    except source.MutantError as exc:   # the interface names something the reference lacks
+        return sources.make_stub(spec, bank.read_reference(pid))
+    except sources.MutantError as exc:   # the interface names something the reference lacks
         raise SpecError(spec.path, "interface", str(exc), f"define those names in reference/{pid}.py") from None
     except SyntaxError as exc:
-        raise bank.BankError(bank.fault_message("reference", ref, f"does not parse: line {exc.lineno}: "
+        raise BankError(bank.fault_message("reference", ref, f"does not parse: line {exc.lineno}: "
                                                                   f"{exc.msg}")) from None
     except (ValueError, RecursionError) as exc:   # a NUL byte; nested too deeply
-        raise bank.BankError(bank.fault_message("reference", ref, f"does not parse: {exc}")) from None
+        raise BankError(bank.fault_message("reference", ref, f"does not parse: {exc}")) from None
 
 
 def _why(exc: OSError) -> str:
@@ -37,7 +36,7 @@ def _why(exc: OSError) -> str:
 
 def backup(path: Path) -> Path:
     """Copy `path` to <name>.<time>.bak beside it; UsageError (and the file untouched) if that fails."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock.now()))
     dest = path.with_name(f"{path.name}.{stamp}.bak")
     n = 1
     while dest.exists():
@@ -79,13 +78,12 @@ def new(pid: str, folder: Path, force: bool) -> int:
     refuse_folder(path, pid)
     if path.exists():
         if not force:
-            con.print(Text(t("new.exists", file=path, id=pid), style="red"), soft_wrap=True)
+            render.say(t("new.exists", file=path, id=pid), "red", con)
             return 1
         saved = backup(path)
-        con.print(Text(t("new.backup", file=saved), style="yellow"), soft_wrap=True)
+        render.say(t("new.backup", file=saved), "yellow", con)
     write_stub(path, text)
-    from ..state import record_new
-    record_new(folder, pid)
+    rules.record_new(folder, pid)
     where = f" {path}" if folder.resolve() != Path.cwd().resolve() else ""
-    con.print(t("new.wrote", file=path, id=pid, where=where), soft_wrap=True)
+    render.say(t("new.wrote", file=path, id=pid, where=where), con=con)
     return 0

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config, render
+from .. import render
+from ..errors import UsageError
 from ..i18n import set_lang, t
-from .check import UsageError
+from ..progress import config
 
 
 def settings(key: str | None, value: str | None, user: bool, cwd: Path) -> int:
@@ -13,8 +14,8 @@ def settings(key: str | None, value: str | None, user: bool, cwd: Path) -> int:
     if key is None:
         for name in config.KEYS:
             val, where, _ = config.resolve(name, None, cwd)
-            con.print(t("config.line", key=name, value=val or "en", where=where if val else t("config.default")),
-                      soft_wrap=True)
+            render.say(t("config.line", key=name, value=val or "en", where=where if val else t("config.default")),
+                       con=con)
         return 0
     if key not in config.KEYS:
         raise UsageError(t("config.unknown", key=key, keys=", ".join(config.KEYS)))
@@ -27,5 +28,5 @@ def settings(key: str | None, value: str | None, user: bool, cwd: Path) -> int:
     path = config.write(key, value, user, cwd)
     if key == "lang":
         set_lang(value)
-    con.print(t("config.saved", key=key, value=value, path=path), soft_wrap=True)
+    render.say(t("config.saved", key=key, value=value, path=path), con=con)
     return 0

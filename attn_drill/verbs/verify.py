@@ -1,22 +1,23 @@
 """`verify`: prove the bank. Every spec loads, every reference passes, every untouched stub fails,
 every known mistake fails and is diagnosed as itself, every follow-up question is sound
-(attn_drill.quiz) and its computed answers match their proofs. One judge worker per job
-(default: 2, or the CPU count if smaller); each imports torch once."""
+(attn_drill.bank.quiz) and its computed answers match their proofs. One judge per job (default:
+2, or the CPU count if smaller); each imports torch once."""
 from __future__ import annotations
 
-import json
 import os
+import queue
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import bank, render, source
+from .. import bank, render, rules
+from ..bank import sources
+from ..client import JudgeClient
+from ..errors import SpecError
 from ..render import classroom as view
 from ..results import PASS
-from ..spec import SpecError
-from ..worker import WorkerClient
 
 
 @dataclass
@@ -37,25 +38,25 @@ class Row:
         self.problems.append(msg)
 
 
-def verify_one(pid: str, client: WorkerClient, seed: int, full: bool, tmp: Path) -> Row:
+def verify_one(pid: str, client: JudgeClient, seed: int, full: bool, tmp: Path) -> Row:
     row = Row(pid)
     t0 = time.perf_counter()
     try:
         spec = bank.get(pid)
-        ref_src = source.read(bank.reference_path(pid))
-        stub = source.make_stub(spec, ref_src)
-        mutants = {m.id: source.mutant_source(spec, ref_src, m.id) for m in spec.mistakes}
+        ref_src = sources.read(bank.reference_path(pid))
+        stub = sources.make_stub(spec, ref_src)
+        mutants = {m.id: sources.mutant_source(spec, ref_src, m.id) for m in spec.mistakes}
         if not bank.grader_path(pid).is_file():
             raise SpecError(bank.grader_path(pid), "<file>", "is missing", f"write graders/{pid}.py")
-    except (SpecError, source.MutantError, OSError, SyntaxError, ValueError) as exc:
+    except (SpecError, sources.MutantError, OSError, SyntaxError, ValueError) as exc:
         row.spec = "bad"
         row.fail(str(exc))
         row.seconds = time.perf_counter() - t0
         return row
-    bad_ref = [f for f in source.scan(ref_src, spec) if f.line]
+    bad_ref = [f for f in sources.scan(ref_src, spec) if f.line]
     if bad_ref:
         row.fail(f"reference line {bad_ref[0].line}: {bad_ref[0].message}")
-    limit = spec.time_limit * (3 if full else 1)
+    limit = rules.time_limit(spec, full)
     # the reference is graded from a copy: a room may not read the bank itself
     ref_copy = tmp / "reference" / f"{pid}.py"
     ref_copy.parent.mkdir(exist_ok=True)
@@ -106,50 +107,41 @@ def verify(ids: list[str], seed: int, full: bool, as_json: bool, jobs: int | Non
     for pid in ids:
         bank.get(pid)
     ids = ids or bank.ids()
-    rows: dict[str, Row] = {}
     t0 = time.perf_counter()
     con = render.console()
-    done = threading.Condition()
-    todo = list(reversed(ids))
-
-    def work(tmp: Path) -> None:
-        with WorkerClient() as client:
-            while True:
-                with done:
-                    if not todo:
-                        return
-                    pid = todo.pop()
-                try:
-                    row = verify_one(pid, client, seed, full, tmp)
-                except Exception as exc:  # noqa: BLE001 - a tool error on one problem: say so, go on
-                    row = Row(pid)
-                    row.fail(f"the grader itself failed: {str(exc).strip().splitlines()[-1]}")
-                with done:
-                    rows[pid] = row
-                    done.notify_all()
-
+    n = _jobs(jobs, len(ids))
+    judges: queue.SimpleQueue = queue.SimpleQueue()
+    clients = [JudgeClient().start() for _ in range(n)]     # torch loads in each while the first specs are read
+    rows = []
     with tempfile.TemporaryDirectory(prefix="attn-drill-verify-") as tmp:
-        # one judge per job; each problem's files in its own folder of the temporary one
-        threads = [threading.Thread(target=work, args=(Path(tmp) / f"job{i}",), daemon=True)
-                   for i in range(_jobs(jobs, len(ids)))]
-        for i, t in enumerate(threads):
+        for i, client in enumerate(clients):                 # each judge's files in a folder of its own
             (Path(tmp) / f"job{i}").mkdir()
-            t.start()
-        for pid in ids:                            # print in the bank's order as rows arrive
-            with done:
-                while pid not in rows:
-                    done.wait()
-                row = rows[pid]
-            if not as_json:
-                con.print(view.verify_row(row))
-        for t in threads:
-            t.join()
-    rows = [rows[pid] for pid in ids]
+            judges.put((client, Path(tmp) / f"job{i}"))
+
+        def one(pid: str) -> Row:
+            client, folder = judges.get()
+            try:
+                return verify_one(pid, client, seed, full, folder)
+            except Exception as exc:  # noqa: BLE001 - a tool error on one problem: say so, go on
+                row = Row(pid)
+                row.fail(f"the grader itself failed: {str(exc).strip().splitlines()[-1]}")
+                return row
+            finally:
+                judges.put((client, folder))
+        try:
+            with ThreadPoolExecutor(max_workers=n) as pool:
+                for row in pool.map(one, ids):              # printed in the bank's order as rows arrive
+                    rows.append(row)
+                    if not as_json:
+                        con.print(view.verify_row(row))
+        finally:
+            for client in clients:
+                client.close()
     total = time.perf_counter() - t0
     ok = all(r.ok for r in rows)
     if as_json:
-        print(json.dumps({"ok": ok, "seconds": round(total, 2), "seed": seed, "full": full,
-                          "problems": [asdict(r) for r in rows]}, indent=2))
+        render.print_json({"ok": ok, "seconds": round(total, 2), "seed": seed, "full": full,
+                           "problems": [asdict(r) for r in rows]})
     else:
         con.print(view.verify_total(rows, total, seed, full))
     return 0 if ok else 1

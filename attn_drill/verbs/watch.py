@@ -23,15 +23,12 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from rich.console import Group
-from rich.text import Text
-
-from .. import bank, render, state
+from .. import bank, render, rules
+from ..client import JudgeClient
+from ..errors import Cancelled, ToolError, UsageError
 from ..i18n import t, tn
-from ..render import report as view
-from ..render.base import clip, height as height_of
-from ..results import PASS
-from ..worker import Cancelled, ToolError
+from ..progress import clock, rules as progress
+from ..render import watching as view
 from .check import resolve, static_report, typed_path
 from .terminal import cbreak, ctrl_c
 
@@ -83,6 +80,9 @@ class Watcher:
         self.graded_sig: dict = {}    # pid -> (mtime_ns, size) of the file when it was last graded
         self.latest: str | None = None
         self.count = 0
+        self.checked_at: float | None = None   # when the latest check finished (attn_drill.progress.clock)
+        self.started: dict = {}                # pid -> time.monotonic() its running check began
+        self.limits = {pid: rules.time_limit(bank.get(pid), full) for pid in self.targets}
         self.details = False
         self.message = ""             # one line under the header: an error of the tool, a key's effect
 
@@ -111,6 +111,7 @@ class Watcher:
                 pid = _problem_file(p, self.cwd)
                 if pid:
                     self.targets[pid] = p
+                    self.limits[pid] = rules.time_limit(bank.get(pid), self.full)
             if pid and pid not in pids:
                 pids.append(pid)
         return pids
@@ -122,12 +123,12 @@ class Watcher:
         if not file.is_file():
             return None
         self.graded_sig[pid] = _signature(file)
+        self.started[pid] = time.monotonic()
         t0 = time.perf_counter()
         r = static_report(pid, file, self.seed, self.full, self.typed)   # no worker needed
         if r is None:
-            spec = bank.get(pid)
             r = self.client.grade(pid, str(file), self.seed, full=self.full, typed=self.typed,
-                                  time_limit=spec.time_limit * (3 if self.full else 1), shown=_shown(file))
+                                  time_limit=rules.time_limit(bank.get(pid), self.full), shown=_shown(file))
         self.seconds[pid] = time.perf_counter() - t0
         return r
 
@@ -135,9 +136,11 @@ class Watcher:
         self.reports[pid] = r
         self.latest = pid
         self.count += 1
+        self.checked_at = clock.now()
         self.checking.discard(pid)
+        self.started.pop(pid, None)
         try:
-            state.record_check(self.cwd, r)
+            progress.record_check(self.cwd, r)
         except OSError as exc:
             self.message = str(exc)
 
@@ -148,7 +151,7 @@ class Watcher:
             self.checking.add(pid)
             try:
                 r = self.grade_one(pid)
-            except (ToolError, ValueError) as exc:
+            except (ToolError, UsageError) as exc:
                 self.checking.discard(pid)
                 self.message = t("watch.tool_error", error=str(exc).splitlines()[0] if str(exc) else exc)
                 continue
@@ -163,57 +166,8 @@ class Watcher:
             self.draw()
 
     # -- the screen
-    def screen(self, height: int | None = None) -> Group:
-        width = self.con.width
-        parts = [self._header()]
-        if self.message:
-            parts.append(Text(self.message, style="red"))
-        if len(self.targets) > 1:
-            for pid, file in self.targets.items():
-                parts.append(self._file_line(pid, file))
-        pid = self.latest
-        if self.checking:
-            names = ", ".join(self.targets[p].name for p in sorted(self.checking))
-            parts.append(Text(t("watch.checking", files=names) +
-                              (" " + t("watch.previous") if pid in self.checking and pid in self.reports else ""),
-                              style="bold yellow"))
-        if pid in self.reports:
-            r = self.reports[pid]
-            used = sum(height_of(p, width) for p in parts)
-            budget = max(8, (height or render.FIRST_SCREEN) - used - 1)
-            title = bank.get(pid).title.get(self.lang)
-            parts.append(view.first_screen(r, title, width, budget=budget, hint=True, details_cmd=None))
-            if self.details and r.status != PASS:
-                parts.append(view.details(r, width))
-        missing = [p for p in self.targets if not self.targets[p].is_file()]
-        for p in missing:
-            parts.append(Text(t("watch.waiting", file=self.targets[p].name), style="yellow"))
-        if not self.targets:
-            parts.append(Text(t("watch.no_files"), style="yellow"))
-        parts.append(Text(t("watch.keys"), style="dim"))
-        return Group(*parts)
-
-    def _header(self) -> Text:
-        files = ", ".join(f.name for f in self.targets.values()) or self.cwd.name + "/"
-        head = Text.assemble((t("watch.watching") + " ", "dim"), (files, "bold"), "   ",
-                             (t("report.seed", seed=self.seed), "dim"))
-        if self.count:
-            head.append("   " + t("watch.check_no", n=self.count, at=time.strftime("%H:%M:%S")), style="dim")
-        if self.checking:
-            head.append("   " + t("watch.checking_short"), style="bold yellow")
-        return head
-
-    def _file_line(self, pid: str, file: Path) -> Text:
-        r = self.reports.get(pid)
-        if pid in self.checking:
-            return Text.assemble(("  …  ", "yellow"), (file.name, "bold"), "  ", (t("watch.checking_short"), "yellow"))
-        if r is None:
-            return Text.assemble(("  -  ", "dim"), (file.name, "bold"), "  ", (t("watch.not_checked"), "dim"))
-        word = view.verdict_word(r.status)
-        style = "green" if r.status == PASS else "red"
-        line = Text.assemble((f"  {word:<5}", style), " ", (file.name, "bold"), "  ")
-        line.append(clip(view.summary_line(r), max(20, self.con.width - line.cell_len - 1), 1), style="dim")
-        return line
+    def screen(self, height: int | None = None):
+        return view.watch_screen(self, height)
 
     def draw(self) -> None:
         con = self.con
@@ -224,11 +178,44 @@ class Watcher:
         with con.capture() as cap:
             con.print(self.screen(height))
         lines = cap.get().split("\n")
-        if len(lines) > height - 1:
+        if len(lines) > height - 1 and not self.details:   # d shows every line: the terminal scrolls
             lines = lines[: height - 2] + [t("watch.more_below")]
         con.clear()
         con.file.write("\n".join(lines).rstrip("\n") + "\n")
         con.file.flush()
+
+
+class LinesWatcher(Watcher):
+    """`watch --format lines`: each check as lines for an editor's background problem matcher, between
+    a begin and an end line (render.lines.WATCH_BEGIN, WATCH_END); no screen, no keys."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fresh: list[str] = []
+
+    def step(self, pids: list[str]) -> None:
+        from ..render import lines
+        files = [self.targets[p] for p in pids if p in self.targets and self.targets[p].is_file()]
+        if files:
+            lines.print_lines([lines.WATCH_BEGIN + " " + " ".join(_shown(f) for f in files)])
+        super().step(pids)
+
+    def record(self, pid: str, r) -> None:
+        super().record(pid, r)
+        self.fresh.append(pid)
+
+    def draw(self) -> None:
+        from ..render import lines
+        from . import outputs
+        if self.message:
+            render.error(self.message)
+            self.message = ""
+        for pid in self.fresh:
+            r = self.reports[pid]
+            found = outputs.findings(r, self.targets[pid])
+            lines.print_lines([f.line_text() for f in found] +
+                              [f"{lines.WATCH_END} {r.file} {r.status.upper()} ({len(found)})"])
+        self.fresh = []
 
 
 def _shown(file: Path) -> str:
@@ -248,7 +235,7 @@ def loop(w: Watcher, changes: Iterable[set[Path]]) -> int:
                 w.step(pids)
     except KeyboardInterrupt:
         pass
-    w.con.print(Text("\n" + tn("watch.stopped", w.count), style="dim"))
+    render.say("\n" + tn("watch.stopped", w.count), "dim", w.con)
     return 0
 
 
@@ -277,7 +264,7 @@ class Live:
                 self.events.put(("done", pid, r))
             except Cancelled:
                 self.events.put(("cancelled", pid, None))
-            except (ToolError, ValueError, OSError) as exc:
+            except (ToolError, UsageError, OSError) as exc:
                 self.events.put(("error", pid, exc))
             finally:
                 with self.lock:
@@ -333,6 +320,8 @@ class Live:
                     try:
                         kind, a, b = self.events.get(timeout=1.0)
                     except queue.Empty:
+                        if w.checking and not w.details:
+                            w.draw()                   # the running check's seconds, against its limit
                         continue
                     if kind == "change":
                         pids = w.on_change(a)
@@ -378,19 +367,21 @@ class Live:
                 termios.tcsetattr(fd, termios.TCSADRAIN, old)
             if previous is not None:
                 signal.signal(signal.SIGWINCH, previous)
-        w.con.print(Text("\n" + tn("watch.stopped", w.count), style="dim"))
+        render.say("\n" + tn("watch.stopped", w.count), "dim", w.con)
         return 0
 
 
-def watch(pid: str | None, path: str | None, seed: int | None, full: bool, lang: str, cwd: Path) -> int:
-    from ..worker import WorkerClient
-    client = WorkerClient().start()  # torch loads while the files are resolved
+def watch(pid: str | None, path: str | None, seed: int | None, full: bool, lang: str, cwd: Path,
+          fmt: str = "text") -> int:
+    client = JudgeClient().start()  # torch loads while the files are resolved
     try:
         targets = resolve(pid, path, cwd)
         seed = random.randrange(1_000_000) if seed is None else seed
-        w = Watcher(targets, seed, full, lang, cwd, client, follow_new=pid is None,
-                    typed=typed_path(pid, path))
+        w = (LinesWatcher if fmt == "lines" else Watcher)(targets, seed, full, lang, cwd, client,
+                                                          follow_new=pid is None, typed=typed_path(pid, path))
         stop = threading.Event()
+        if fmt == "lines":
+            return loop(w, changes_from_disk(w.folders(), w.wanted, stop))
         live = Live(w)
         live.stop = stop
         return live.run(changes_from_disk(w.folders(), w.wanted, stop))

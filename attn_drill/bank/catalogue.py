@@ -1,0 +1,731 @@
+"""The catalogue of mistake kinds: each kind written once, as an edit of a reference's syntax tree,
+and applied at every place of every reference that has the part it edits (a scale, a softmax, a
+mask, a comparison, a head split, a GQA repetition, a residual, a norm, an activation, a RoPE layout
+...). Each place gives one candidate: the reference with that one mistake typed in, run and
+matched against a failing submission exactly as a spec's hand-written mutants are
+(attn_drill.judge.mistakes), after them. `verify` counts the candidates each reference has and how
+many of them the cases catch.
+
+No torch here: a candidate is source text. A kind names a mistake only through a candidate that
+reproduces the submission's failing outputs and gradients, so a kind's words say what was done,
+never more than the edit shows.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .spec import Text
+
+PREFIX = "kind."          # a candidate's mistake id: kind.<kind id> (its place is not shown to users)
+
+# The helper a candidate may call (GQA tiling): defined at the top of a candidate's source.
+_TILE = '''
+def _catalogue_tile(x, repeats, dim=None, **kwargs):
+    """x.repeat (the whole tensor tiled) where repeat_interleave (each slice repeated) was meant."""
+    if not isinstance(repeats, int) or dim is None:
+        return x.repeat_interleave(repeats, dim=dim, **kwargs)
+    reps = [1] * x.dim()
+    reps[dim % x.dim()] = repeats
+    return x.repeat(*reps)
+'''
+
+
+@dataclass(frozen=True)
+class Kind:
+    id: str
+    title: Text
+    diagnosis: Text
+    edits: Callable[..., Iterator[Callable[[], ast.AST]]]   # (node, the sizes in scope) -> its mistaken versions
+    whole: bool = False       # one candidate for the whole module (all matching places at once)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str                   # kind.<kind id>
+    place: str                # where in the reference: "line 42" (verify's words)
+    source: str
+
+
+# --------------------------------------------------------------------------- matching helpers
+
+def _name(node) -> str | None:
+    """The last part of a called or read name: torch.softmax -> softmax, x.softmax -> softmax."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _call(node, *names) -> bool:
+    return isinstance(node, ast.Call) and _name(node.func) in names
+
+
+def _num(node) -> float | None:
+    """A number written in the source, with its sign: -0.5 -> -0.5."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _num(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _const(v):
+    return ast.Constant(v) if v >= 0 else ast.UnaryOp(ast.USub(), ast.Constant(-v))
+
+
+def _is_method(call: ast.Call) -> bool:
+    """x.f(...) on a tensor, not torch.f / F.f / math.f."""
+    return isinstance(call.func, ast.Attribute) and not (
+        isinstance(call.func.value, ast.Name) and call.func.value.id in {"torch", "F", "math", "np", "nn"})
+
+
+def _arg(call: ast.Call, pos: int, kw: str):
+    """(the argument node, a setter) for an argument given by position or keyword; (None, None) if absent."""
+    for k in call.keywords:
+        if k.arg == kw:
+            return k.value, lambda v, k=k: setattr(k, "value", v)
+    if len(call.args) > pos and not any(isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
+        return call.args[pos], lambda v: call.args.__setitem__(pos, v)
+    return None, None
+
+
+def _dimlike(node) -> str | None:
+    """A name that reads like a size: D, E, head_dim, self.hidden_dim, d_model."""
+    n = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    if n is None:
+        return None
+    if (len(n) <= 2 and n[:1].isupper()) or "dim" in n or n.startswith("d_") or n in {"d", "dk", "dv", "dh"}:
+        return ast.unparse(node)
+    return None
+
+
+_ACTS = {"silu", "gelu", "sigmoid", "relu", "softplus", "tanh", "mish", "elu"}
+_SQRT = {"sqrt"}
+
+
+# --------------------------------------------------------------------------- the kinds' edits
+# Each takes one node and yields functions that return its replacement (a fresh node).
+
+def _scale_sqrt_missing(node, sizes=()):
+    if _call(node, *_SQRT) and len(node.args) == 1 and not _is_method(node):
+        yield lambda: node.args[0]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) in (0.5, -0.5):
+        yield lambda: ast.BinOp(node.left, ast.Pow(), _const(2 * _num(node.right)))
+    if _call(node, "rsqrt") and len(node.args) == 1 and not _is_method(node):
+        yield lambda: ast.BinOp(ast.Constant(1.0), ast.Div(), node.args[0])
+
+
+def _scale_missing(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _call(node.right, *_SQRT):
+        yield lambda: node.left
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for keep, other in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(other, ast.BinOp) and isinstance(other.op, ast.Pow) and _num(other.right) == -0.5:
+                yield lambda keep=keep: keep
+            elif isinstance(other, (ast.Name, ast.Attribute)) and "scale" in ast.unparse(other).lower():
+                yield lambda keep=keep: keep
+
+
+def _scale_inverted(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _call(node.right, *_SQRT):
+        yield lambda: ast.BinOp(node.left, ast.Mult(), node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) == -0.5:
+        yield lambda: ast.BinOp(node.left, ast.Pow(), ast.Constant(0.5))
+
+
+def _scale_wrong_size(node, sizes=()):
+    inner = None
+    if _call(node, *_SQRT) and len(node.args) == 1:
+        inner, put = node.args[0], lambda v: ast.Call(node.func, [v], [])
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) in (0.5, -0.5):
+        inner, put = node.left, lambda v: ast.BinOp(v, ast.Pow(), node.right)
+    if inner is None or _dimlike(inner) is None:
+        return
+    for other in sizes:
+        if other != ast.unparse(inner):
+            yield lambda other=other: put(ast.parse(other, mode="eval").body)
+
+
+def _softmax_axis(node, sizes=()):
+    if _call(node, "softmax", "log_softmax", "logsumexp"):
+        pos = 0 if _is_method(node) else 1
+        value, put = _arg(node, pos, "dim")
+        if value is not None and _num(value) == -1:
+            def edit():
+                put(_const(-2))
+                return node
+            yield edit
+
+
+def _mask_inverted(node, sizes=()):
+    if _call(node, "masked_fill", "masked_fill_") and node.args:
+        pos = 0 if _is_method(node) else 1
+        if len(node.args) > pos:
+            m = node.args[pos]
+            if isinstance(m, ast.UnaryOp) and isinstance(m.op, (ast.Invert, ast.Not)):
+                flipped = m.operand
+            elif _call(m, "logical_not") and _is_method(m) and not m.args:
+                flipped = m.func.value
+            else:
+                flipped = ast.UnaryOp(ast.Invert(), m)
+
+            def edit(flipped=flipped):
+                node.args[pos] = flipped
+                return node
+            yield edit
+
+
+def _condition_inverted(node, sizes=()):
+    if _call(node, "where") and not _is_method(node) and len(node.args) == 3 and not node.keywords:
+        yield lambda: ast.Call(node.func, [node.args[0], node.args[2], node.args[1]], [])
+
+
+def _diagonal_off_by_one(node, sizes=()):
+    if _call(node, "tril", "triu", "tril_", "triu_"):
+        pos = 0 if _is_method(node) else 1
+        value, put = _arg(node, pos, "diagonal")
+        for step in (1, -1):
+            def edit(step=step, value=value, put=put):
+                shifted = ast.BinOp(value, ast.Add(), ast.Constant(step)) if value is not None else _const(step)
+                if put is None:
+                    node.keywords.append(ast.keyword("diagonal", shifted))
+                else:
+                    put(shifted)
+                return node
+            yield edit
+
+
+def _triangle_swapped(node, sizes=()):
+    if _call(node, "tril", "triu", "tril_", "triu_") and isinstance(node.func, (ast.Name, ast.Attribute)):
+        swap = {"tril": "triu", "triu": "tril", "tril_": "triu_", "triu_": "tril_"}
+
+        def edit():
+            if isinstance(node.func, ast.Name):
+                node.func = ast.Name(swap[node.func.id], ast.Load())
+            else:
+                node.func = ast.Attribute(node.func.value, swap[node.func.attr], ast.Load())
+            return node
+        yield edit
+
+
+def _boundary_off_by_one(node, sizes=()):
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+            isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and \
+            not any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in [node.left, *node.comparators]):
+        swap = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+        yield lambda: ast.Compare(node.left, [swap[type(node.ops[0])]()], node.comparators)
+
+
+def _one_missing(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and _num(node.right) == 1 \
+            and _num(node.left) is None:
+        yield lambda: node.left
+
+
+_OFFSETS = ("pos", "start", "offset", "past", "cache_len", "prefix", "shift", "seen")
+
+
+def _offset_missing(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        for keep, other in ((node.left, node.right), (node.right, node.left)):
+            text = ast.unparse(other) if isinstance(other, (ast.Name, ast.Attribute)) else ""
+            if text and any(w in text.lower() for w in _OFFSETS):
+                yield lambda keep=keep: keep
+
+
+def _sign_flipped(node, sizes=()):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _num(node.operand) is None \
+            and not (isinstance(node.operand, ast.Call) and _name(node.operand.func) == "float"):
+        yield lambda: node.operand
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _num(node.left) is None \
+            and _num(node.right) is None:
+        yield lambda: ast.BinOp(node.left, ast.Add(), node.right)
+        yield lambda: ast.BinOp(node.right, ast.Sub(), node.left)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and all(
+            isinstance(x, ast.BinOp) and isinstance(x.op, (ast.Mult, ast.MatMult)) for x in (node.left, node.right)):
+        yield lambda: ast.BinOp(node.left, ast.Sub(), node.right)   # x·cos + r·sin -> x·cos - r·sin
+
+
+def _heads_without_transpose(node, sizes=()):
+    """x.view(B, L, H, D).transpose(1, 2) -> x.view(B, H, L, D); out.transpose(1, 2)...view(...) -> no transpose."""
+    if _call(node, "transpose") and _is_method(node) and len(node.args) == 2:
+        a, b = _num(node.args[0]), _num(node.args[1])
+        src = node.func.value
+        if _call(src, "view", "reshape") and _is_method(src) and a is not None and b is not None and \
+                len(src.args) > max(a, b) >= 0 and not any(isinstance(x, ast.Starred) for x in src.args):
+            def split(a=int(a), b=int(b), src=src):
+                args = list(src.args)
+                args[a], args[b] = args[b], args[a]
+                return ast.Call(ast.Attribute(src.func.value, src.func.attr, ast.Load()), args, [])
+            yield split
+    if _call(node, "view", "reshape", "flatten") and _is_method(node):
+        inner = node.func.value
+        while _call(inner, "contiguous") and _is_method(inner):
+            inner = inner.func.value
+        if _call(inner, "transpose", "permute") and _is_method(inner):
+            def merge(inner=inner):
+                return ast.Call(ast.Attribute(inner.func.value, node.func.attr, ast.Load()), node.args, node.keywords)
+            yield merge
+
+
+def _kv_tiled(node, sizes=()):
+    """repeat_interleave(n, dim) -> repeat (tiles);
+    k[:, :, None].expand(B, Hkv, G, ...) -> k[:, None].expand(B, G, Hkv, ...)."""
+    if _call(node, "repeat_interleave"):
+        dim, _ = _arg(node, 1 if _is_method(node) else 2, "dim")
+        if dim is None or _num(dim) == -1:
+            return      # the heads are never the last dim: a repeat along it is something else (a RoPE table)
+        if _is_method(node):
+            yield lambda: ast.Call(ast.Name("_catalogue_tile", ast.Load()), [node.func.value, *node.args],
+                                   node.keywords)
+        else:
+            yield lambda: ast.Call(ast.Name("_catalogue_tile", ast.Load()), node.args, node.keywords)
+    if _call(node, "expand") and _is_method(node) and isinstance(node.func.value, ast.Subscript):
+        sub = node.func.value
+        dims = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else None
+        if dims:
+            at = next((i for i, e in enumerate(dims) if isinstance(e, ast.Constant) and e.value is None), None)
+            if at and at < len(node.args) and not any(isinstance(x, ast.Starred) for x in node.args[:at + 1]):
+                def edit(at=at):
+                    new_dims = list(dims)
+                    new_dims[at - 1], new_dims[at] = new_dims[at], new_dims[at - 1]
+                    args = list(node.args)
+                    args[at - 1], args[at] = args[at], args[at - 1]
+                    return ast.Call(ast.Attribute(ast.Subscript(sub.value, ast.Tuple(new_dims, ast.Load()), ast.Load()),
+                                                  "expand", ast.Load()), args, node.keywords)
+                yield edit
+
+
+def _activation_missing(node, sizes=()):
+    if _call(node, *_ACTS) and len(node.args) == 1 and not _is_method(node) and not node.keywords:
+        yield lambda: node.args[0]
+    if _call(node, *_ACTS) and _is_method(node) and not node.args:
+        yield lambda: node.func.value
+
+
+def _activation_moved(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for act, other, left in ((node.left, node.right, True), (node.right, node.left, False)):
+            if _call(act, *_ACTS) and len(act.args) == 1 and not _is_method(act) and not _call(other, *_ACTS):
+                def edit(act=act, other=other, left=left):
+                    moved = ast.Call(act.func, [other], [])
+                    plain = act.args[0]
+                    return ast.BinOp(plain, ast.Mult(), moved) if left else ast.BinOp(moved, ast.Mult(), plain)
+                yield edit
+
+
+_RESIDUALS = {"x", "h", "hidden", "hidden_states", "residual", "resid", "skip", "inp", "inputs", "y"}
+
+
+def _residual_missing(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        for res, branch in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(res, ast.Name) and res.id in _RESIDUALS and isinstance(branch, (ast.Call, ast.BinOp)) \
+                    and _num(branch) is None:
+                yield lambda branch=branch: branch
+
+
+def _eps_outside(node, sizes=()):
+    if _call(node, "sqrt", "rsqrt") and len(node.args) == 1 and isinstance(node.args[0], ast.BinOp) and \
+            isinstance(node.args[0].op, ast.Add):
+        inner = node.args[0]
+        for keep, eps in ((inner.left, inner.right), (inner.right, inner.left)):
+            if "eps" in ast.unparse(eps).lower() or (_num(eps) is not None and 0 < _num(eps) < 1e-2):
+                if _name(node.func) == "sqrt":
+                    yield lambda keep=keep, eps=eps: ast.BinOp(ast.Call(node.func, [keep], []), ast.Add(), eps)
+                else:
+                    sqrt = ast.Attribute(ast.Name("torch", ast.Load()), "sqrt", ast.Load())
+                    yield lambda keep=keep, eps=eps: ast.BinOp(
+                        ast.Constant(1.0), ast.Div(), ast.BinOp(ast.Call(sqrt, [keep], []), ast.Add(), eps))
+
+
+def _norm_weight_offset(node, sizes=()):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for w, x, left in ((node.left, node.right, True), (node.right, node.left, False)):
+            if isinstance(w, ast.Attribute) and w.attr.endswith("weight") and not isinstance(x, ast.Constant):
+                def edit(w=w, x=x, left=left):
+                    one_plus = ast.BinOp(ast.Constant(1), ast.Add(), w)
+                    return ast.BinOp(one_plus, ast.Mult(), x) if left else ast.BinOp(x, ast.Mult(), one_plus)
+                yield edit
+
+
+def _scale_part_of_size(node, sizes=()):
+    """(a + b) ** -0.5 or sqrt(a + b) -> one of the parts: the scale over a part of the head's width."""
+    inner, put = None, None
+    if _call(node, *_SQRT) and len(node.args) == 1:
+        inner, put = node.args[0], lambda v: ast.Call(node.func, [v], [])
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) in (0.5, -0.5):
+        inner, put = node.left, lambda v: ast.BinOp(v, ast.Pow(), node.right)
+    if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add) and _dimlike(inner.left) \
+            and _dimlike(inner.right):
+        yield lambda: put(inner.left)
+        yield lambda: put(inner.right)
+
+
+def _norm_missing(node, sizes=()):
+    """self.norm(x) / self.q_norm(x) / rms_norm(x, ...) -> x."""
+    if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Starred):
+        name = _name(node.func) or ""
+        if "norm" in name.lower() and name not in {"norm", "vector_norm", "linalg_norm", "normalize"}:
+            yield lambda: node.args[0]
+
+
+def _rounding_direction(node, sizes=()):
+    """ceil <-> floor, and (a + b - 1) // b -> a // b: a count of blocks rounded the other way."""
+    if _call(node, "ceil", "floor") and len(node.args) == 1:
+        other = "floor" if _name(node.func) == "ceil" else "ceil"
+        func = ast.Attribute(node.func.value, other, ast.Load()) if isinstance(node.func, ast.Attribute) else \
+            ast.Name(other, ast.Load())
+        yield lambda: ast.Call(func, node.args, node.keywords)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.left, ast.BinOp) and \
+            isinstance(node.left.op, ast.Sub) and _num(node.left.right) == 1 and \
+            isinstance(node.left.left, ast.BinOp) and isinstance(node.left.left.op, ast.Add) and \
+            ast.unparse(node.left.left.right) == ast.unparse(node.right):
+        yield lambda: ast.BinOp(node.left.left.left, ast.FloorDiv(), node.right)
+
+
+def _rotation_reversed(node, sizes=()):
+    """x_complex * freqs -> x_complex * freqs.conj(): every pair rotated by -angle."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for x, f, left in ((node.left, node.right, True), (node.right, node.left, False)):
+            if _call(x, "view_as_complex") or "freqs" in ast.unparse(f) or "cis" in ast.unparse(f):
+                if not _call(f, "conj"):
+                    def edit(x=x, f=f, left=left):
+                        conj = ast.Call(ast.Attribute(f, "conj", ast.Load()), [], [])
+                        return ast.BinOp(x, ast.Mult(), conj) if left else ast.BinOp(conj, ast.Mult(), x)
+                    yield edit
+                    return
+
+
+def _rope_on_values(node, sizes=()):
+    """k = rope(k, ...) -> k = rope(k, ...); v = rope(v, ...): the values rotated too."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+            isinstance(node.value, ast.Call) and node.value.args and isinstance(node.value.args[0], ast.Name) and \
+            node.value.args[0].id == node.targets[0].id and node.targets[0].id in {"k", "key", "keys", "k_rot"}:
+        name = (_name(node.value.func) or "").lower()
+        if "rot" in name or "rope" in name:
+            def edit():
+                v_call = ast.Call(node.value.func, [ast.Name("v", ast.Load()), *node.value.args[1:]],
+                                  node.value.keywords)
+                return [node, ast.Assign([ast.Name("v", ast.Store())], v_call)]
+            yield edit
+
+
+def _is_last_dim_slice(node) -> ast.Slice | None:
+    """x[..., a:b] (the last dim sliced after an Ellipsis)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2 and \
+            isinstance(node.slice.elts[0], ast.Constant) and node.slice.elts[0].value is Ellipsis and \
+            isinstance(node.slice.elts[1], ast.Slice):
+        return node.slice.elts[1]
+    return None
+
+
+def _rope_layout(node, sizes=()):
+    """Rotate-half <-> interleaved, everywhere in the module at once (the halves, the cat, the tables)."""
+    s = _is_last_dim_slice(node)
+    if s is not None and s.step is None and (s.lower is None) != (s.upper is None):
+        def to_pairs(lower=s.lower is not None):
+            return ast.Subscript(node.value, ast.Tuple([ast.Constant(Ellipsis), ast.Slice(
+                ast.Constant(1) if lower else None, None, ast.Constant(2))], ast.Load()), ast.Load())
+        yield to_pairs
+    if s is not None and _num(s.step) == 2 and s.upper is None and _num(s.lower) in (None, 0, 1):
+        second = _num(s.lower) == 1
+
+        def to_halves(second=second):
+            half = ast.parse(f"({ast.unparse(node.value)}).shape[-1] // 2", mode="eval").body
+            return ast.Subscript(node.value, ast.Tuple([ast.Constant(Ellipsis), ast.Slice(
+                half if second else None, None if second else half, None)], ast.Load()), ast.Load())
+        yield to_halves
+    if _call(node, "cat") and not _is_method(node) and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) \
+            and len(node.args[0].elts) == 2:
+        value, _ = _arg(node, 1, "dim")
+        if value is not None and _num(value) == -1:
+            a, b = node.args[0].elts
+            torch_ = node.func.value if isinstance(node.func, ast.Attribute) else ast.Name("torch", ast.Load())
+            if ast.unparse(a) == ast.unparse(b):
+                yield lambda: ast.Call(ast.Attribute(torch_, "repeat_interleave", ast.Load()),
+                                       [a, ast.Constant(2)], [ast.keyword("dim", _const(-1))])
+            else:
+                yield lambda: ast.Call(ast.Attribute(ast.Call(ast.Attribute(torch_, "stack", ast.Load()), [
+                    node.args[0]], [ast.keyword("dim", _const(-1))]), "flatten", ast.Load()), [_const(-2)], [])
+    if _call(node, "flatten") and _is_method(node) and node.args and _num(node.args[0]) == -2 and \
+            _call(node.func.value, "stack"):
+        st = node.func.value
+        value, _ = _arg(st, 1, "dim")
+        if value is not None and _num(value) == -1:
+            yield lambda: ast.Call(ast.Attribute(st.func.value, "cat", ast.Load()), [st.args[0]],
+                                   [ast.keyword("dim", _const(-1))])
+    if _call(node, "repeat_interleave") and not _is_method(node) and len(node.args) >= 2 and _num(node.args[1]) == 2:
+        value, _ = _arg(node, 2, "dim")
+        if value is not None and _num(value) == -1:
+            yield lambda: ast.Call(ast.Attribute(node.func.value, "cat", ast.Load()), [
+                ast.Tuple([node.args[0], node.args[0]], ast.Load())], [ast.keyword("dim", _const(-1))])
+
+
+def _T(en, zh):
+    return Text(en, zh)
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("scale_sqrt_missing", _T("scaled by d instead of √d", "缩放除以了 d 而不是 √d"),
+         _T("A square root is missing: the code divides by a size d where √d is meant (or the "
+            "norm divides by the mean square instead of its root). Scores scaled by 1/d are too flat.",
+            "少了一个平方根：代码除以了尺寸 d，而应除以 √d（或者归一化除以了均方而不是均方根）。"
+            "按 1/d 缩放的分数过于平坦。"), _scale_sqrt_missing),
+    Kind("scale_missing", _T("the 1/√d scale missing", "缺少 1/√d 缩放"),
+         _T("The scores are not scaled: the 1/√d factor is left out, so the softmax is too sharp. "
+            "Multiply q·kᵀ by 1/√d (the head dimension) before the softmax.",
+            "分数没有缩放：漏掉了 1/√d 因子，softmax 因此过于尖锐。应在 softmax 之前把 q·kᵀ 乘以 "
+            "1/√d（d 为每个头的维度）。"), _scale_missing),
+    Kind("scale_inverted", _T("multiplied by √d instead of dividing", "乘以了 √d 而不是除以 √d"),
+         _T("The scale is inverted: the scores are multiplied by √d where they should be divided by it.",
+            "缩放方向反了：分数乘以了 √d，而应除以 √d。"), _scale_inverted),
+    Kind("scale_wrong_size", _T("scaled by the wrong dimension", "按错误的维度缩放"),
+         _T("The scale uses another size than the one it should (for example the model's hidden size "
+            "or the value dimension instead of the query/key head dimension).",
+            "缩放用错了尺寸（例如用了模型的 hidden size 或 value 的维度，而不是 query/key 每个头的维度）。"),
+         _scale_wrong_size),
+    Kind("softmax_axis", _T("softmax over the wrong axis", "softmax 的轴不对"),
+         _T("The softmax (or log-sum-exp) is taken over the wrong axis, so each query's weights do not "
+            "sum to 1 over its keys. Normalise over the keys' axis, the last one.",
+            "softmax（或 log-sum-exp）沿错误的轴计算，于是每个 query 在其 key 上的权重之和不为 1。"
+            "应沿 key 所在的轴（最后一维）归一化。"), _softmax_axis),
+    Kind("mask_inverted", _T("a mask's polarity inverted", "掩码的含义取反了"),
+         _T("A mask is used with the opposite meaning: the positions that should be kept are removed "
+            "and the ones that should be removed are kept (True = keep vs True = mask out).",
+            "掩码的含义用反了：本应保留的位置被去掉，本应去掉的位置被保留（True 表示保留还是表示屏蔽）。"),
+         _mask_inverted),
+    Kind("condition_inverted", _T("a condition inverted (torch.where's branches swapped)",
+                                  "条件取反了（torch.where 的两个分支对调）"),
+         _T("A condition is used the wrong way round: what should be taken where it holds is taken "
+            "where it does not (torch.where's two branches swapped, or the condition negated).",
+            "条件用反了：本应在条件成立处取的值取在了不成立处（torch.where 的两个分支对调，或条件被取反）。"),
+         _condition_inverted),
+    Kind("diagonal_off_by_one", _T("the mask's diagonal off by one", "掩码的对角线偏了一位"),
+         _T("The triangle of the mask is shifted by one diagonal: each query sees one key too many or "
+            "one too few (tril/triu's `diagonal`).",
+            "掩码的三角部分偏移了一条对角线：每个 query 多看或少看了一个 key（tril/triu 的 `diagonal`）。"),
+         _diagonal_off_by_one),
+    Kind("triangle_swapped", _T("upper and lower triangle swapped", "上三角和下三角用反了"),
+         _T("tril and triu are swapped: the mask keeps the future and hides the past.",
+            "tril 和 triu 用反了：掩码保留了未来、遮住了过去。"), _triangle_swapped),
+    Kind("boundary_off_by_one", _T("a boundary off by one (< vs <=)", "边界差一（< 与 <=）"),
+         _T("A comparison is off by one: `<` where `<=` is meant or the reverse, so a window, a "
+            "block or a length includes one position too many or too few.",
+            "比较差了一：该用 `<=` 的地方用了 `<`（或反之），于是窗口、块或长度多含或少含了一个位置。"),
+         _boundary_off_by_one),
+    Kind("one_missing", _T("a ± 1 missing", "少了一个 ± 1"),
+         _T("A ± 1 is missing in an index, a length or a count, so it is off by one.",
+            "某个下标、长度或计数少了 ± 1，于是差了一。"), _one_missing),
+    Kind("offset_missing", _T("the position offset missing", "缺少位置偏移"),
+         _T("A position offset is left out: positions (or a cache's write position) start at 0 where "
+            "they should start after the tokens already seen.",
+            "漏掉了位置偏移：位置（或缓存的写入位置）从 0 开始，而应接在已处理的 token 之后。"),
+         _offset_missing),
+    Kind("sign_flipped", _T("a sign flipped", "符号反了"),
+         _T("A sign is flipped: a term is added where it should be subtracted, subtracted the other "
+            "way round, or negated where it should not be (or the reverse).",
+            "某处符号反了：该减的加了、减反了方向，或者不该取负的取了负（或反之）。"), _sign_flipped),
+    Kind("heads_without_transpose", _T("heads split or merged without the transpose",
+                                       "拆分或合并头时缺少 transpose"),
+         _T("The heads are split or merged by a reshape alone: (B, L, H·D) viewed as (B, H, L, D), or "
+            "(B, H, L, D) viewed back as (B, L, H·D), mixes positions and heads. View as (B, L, H, D) "
+            "and transpose(1, 2) (and transpose back before merging).",
+            "只用 reshape 拆分或合并头：把 (B, L, H·D) 直接 view 成 (B, H, L, D)，或把 (B, H, L, D) 直接 "
+            "view 回 (B, L, H·D)，会把位置和头混在一起。应先 view 成 (B, L, H, D) 再 transpose(1, 2)"
+            "（合并前先转置回来）。"), _heads_without_transpose),
+    Kind("kv_tiled", _T("KV heads tiled, not repeated in place", "KV 头被平铺而不是逐个重复"),
+         _T("The KV heads are repeated with `.repeat` (tiling: 0, 1, 0, 1) where each one should be "
+            "repeated in place (`repeat_interleave`: 0, 0, 1, 1), so query head h reads KV head h mod "
+            "Hkv instead of h // G.",
+            "KV 头用 `.repeat` 平铺（0, 1, 0, 1），而应逐个原地重复（`repeat_interleave`：0, 0, 1, 1），"
+            "于是 query 头 h 读到的是 KV 头 h mod Hkv，而不是 h // G。"), _kv_tiled),
+    Kind("activation_missing", _T("an activation (or the gate's sigmoid) missing", "缺少激活函数（或门控的 sigmoid）"),
+         _T("An activation is left out (SiLU, GELU, or the sigmoid of a gate), so a linear value is "
+            "used where the activated one is meant.",
+            "漏掉了激活函数（SiLU、GELU 或门控的 sigmoid），于是在需要激活值的地方用了线性值。"),
+         _activation_missing),
+    Kind("activation_moved", _T("the activation on the wrong branch", "激活函数加在了错误的分支上"),
+         _T("The activation is applied to the wrong one of two multiplied branches (for example SiLU on "
+            "the up projection instead of the gate).",
+            "激活函数加在了相乘的两个分支中错误的那个上（例如 SiLU 加在了 up 投影上而不是 gate 上）。"),
+         _activation_moved),
+    Kind("residual_missing", _T("a residual connection missing", "缺少残差连接"),
+         _T("A residual connection is missing: the sub-layer's output is used without adding back its input.",
+            "缺少残差连接：直接使用了子层的输出，没有把输入加回去。"), _residual_missing),
+    Kind("eps_outside", _T("eps outside the square root", "eps 放在了平方根外面"),
+         _T("The norm's eps is added after the square root instead of inside it: "
+            "sqrt(mean(x²)) + eps where sqrt(mean(x²) + eps) is meant.",
+            "归一化的 eps 加在了平方根之后，而不是根号里面：写成了 sqrt(mean(x²)) + eps，应为 "
+            "sqrt(mean(x²) + eps)。"), _eps_outside),
+    Kind("norm_weight_offset", _T("the norm's weight as (1 + w)", "归一化权重写成了 (1 + w)"),
+         _T("The norm's weight is applied as (1 + w) instead of w, or w instead of (1 + w): the two "
+            "conventions (Llama's w, Gemma's 1 + w) are mixed up.",
+            "归一化权重用成了 (1 + w) 而不是 w（或反之）：混淆了两种约定（Llama 用 w，Gemma 用 1 + w）。"),
+         _norm_weight_offset),
+    Kind("scale_part_of_size", _T("scaled by a part of the head's width", "只按头宽的一部分缩放"),
+         _T("The scale uses one part of the query/key width where the whole is meant (for example "
+            "the non-rotary part alone instead of the non-rotary plus the rotary dims).",
+            "缩放只用了 query/key 宽度的一部分，而应使用全部（例如只用了非旋转部分的维度，"
+            "而不是非旋转加旋转的维度）。"),
+         _scale_part_of_size),
+    Kind("norm_missing", _T("a norm missing", "缺少一个归一化"),
+         _T("A normalisation is left out: the input of a norm layer (RMSNorm, LayerNorm, a QK-norm or a "
+            "sub-layer norm) is used as it is.",
+            "漏掉了一个归一化：某个归一化层（RMSNorm、LayerNorm、QK-norm 或子层归一化）的输入被原样使用。"),
+         _norm_missing),
+    Kind("rounding_direction", _T("rounded the other way (floor vs ceil)", "取整方向反了（向下与向上）"),
+         _T("A count is rounded the other way: floor where ceil is meant (the last, partly filled block "
+            "is dropped) or the reverse.",
+            "某个计数的取整方向反了：该向上取整的地方向下取整（最后一个未填满的块被丢掉了），或反之。"),
+         _rounding_direction),
+    Kind("rotation_reversed", _T("rotated by -angle", "旋转方向反了（-角度）"),
+         _T("The rotation goes the other way: each pair is rotated by -mθ instead of +mθ (the conjugate "
+            "of the rotation, or sin with the wrong sign).",
+            "旋转方向反了：每一对被旋转了 -mθ 而不是 +mθ（用了旋转的共轭，或 sin 的符号反了）。"),
+         _rotation_reversed),
+    Kind("rope_on_values", _T("RoPE applied to the values too", "把 RoPE 也加在了 value 上"),
+         _T("The rotation is applied to the values as well as to the queries and keys. RoPE encodes "
+            "positions in q·k only; the values are not rotated.",
+            "旋转不仅加在了 query 和 key 上，还加在了 value 上。RoPE 只在 q·k 中编码位置，value 不旋转。"),
+         _rope_on_values),
+    Kind("rope_layout", _T("RoPE layout mixed up (interleaved vs rotate-half)",
+                           "RoPE 布局混淆（相邻配对与前后半配对）"),
+         _T("The rotary pairs are taken in the other layout: adjacent dims (2i, 2i+1) where the halves "
+            "(i, i + d/2) are meant, or the reverse. The cos/sin tables and the rotation must use the "
+            "same layout as the statement.",
+            "旋转配对用了另一种布局：本应按前后两半 (i, i + d/2) 配对却按相邻维度 (2i, 2i+1) 配对，或反之。"
+            "cos/sin 表和旋转必须使用题目规定的同一种布局。"), _rope_layout, whole=True),
+)
+
+KIND = {k.id: k for k in KINDS}
+
+
+# --------------------------------------------------------------------------- candidates
+
+def _sizes(tree: ast.Module) -> dict[int, list[str]]:
+    """For each function (by its first line), the size-like names it reads or binds: D, E, self.head_dim."""
+    out = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = []
+            for n in ast.walk(fn):
+                d = _dimlike(n)
+                if d and d not in names and not d.startswith("torch."):
+                    names.append(d)
+            out[fn.lineno] = names
+    return out
+
+
+def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> bool:
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field, new)
+                return True
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if item is old:
+                        value[i] = new
+                        return True
+    return False
+
+
+def _edits(kind: Kind, node, sizes: list[str]) -> list[Callable[[], ast.AST]]:
+    return list(kind.edits(node, sizes))
+
+
+def _source(tree: ast.Module) -> str | None:
+    ast.fix_missing_locations(tree)
+    try:
+        src = ast.unparse(tree)
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return _with_helpers(src)
+
+
+def _with_helpers(src: str) -> str:
+    return (_TILE + src) if "_catalogue_tile" in src else src
+
+
+class _Lines:
+    """The reference as UTF-8 lines, to put an edited node's text in place of the node's own text
+    (ast offsets count bytes): the rest of the file stays as written, comments and all."""
+
+    def __init__(self, source: str):
+        self.lines = source.encode("utf-8").splitlines(keepends=True)
+
+    def splice(self, node: ast.AST, text: str) -> str:
+        a, b = node.lineno - 1, node.end_lineno - 1
+        head = self.lines[a][:node.col_offset]
+        tail = self.lines[b][node.end_col_offset:]
+        return b"".join(self.lines[:a] + [head + text.encode("utf-8") + tail] + self.lines[b + 1:]).decode("utf-8")
+
+
+_CACHE: dict[str, tuple[Candidate, ...]] = {}
+
+
+def candidates(reference_source: str) -> tuple[Candidate, ...]:
+    """Every candidate mistake of one reference: each kind at each place it applies, one edit each
+    (a `whole` kind: every place at once), without duplicates (two edits giving the same source)."""
+    if reference_source in _CACHE:
+        return _CACHE[reference_source]
+    base = ast.parse(reference_source)
+    nodes = list(ast.walk(base))
+    sizes_by_fn = _sizes(base)
+    around = {}
+    for fn in nodes:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                around[id(n)] = fn.lineno
+    sizes = [sizes_by_fn.get(around.get(id(n)), []) for n in nodes]
+    lines = _Lines(reference_source)
+    out, seen = [], {reference_source}
+
+    def keep(kind, src, place):
+        if src is not None and src not in seen:
+            seen.add(src)
+            out.append(Candidate(PREFIX + kind.id, place, src))
+
+    for kind in KINDS:
+        sites = [(i, k) for i, n in enumerate(nodes) if isinstance(n, (ast.expr, ast.Assign))
+                 for k in range(len(_edits(kind, n, sizes[i])))]
+        if kind.whole:
+            if sites:
+                tree, where = copy.deepcopy(base), []
+                # made from the last place to the first (in walk order), so that the places still
+                # to edit keep their index
+                for i in sorted({i for i, _ in sites}, reverse=True):
+                    node = list(ast.walk(tree))[i]
+                    edits = _edits(kind, node, sizes[i])
+                    if edits:
+                        new = edits[0]()
+                        if new is node or _replace(tree, node, new):
+                            where.append(node.lineno)
+                keep(kind, _source(tree), "lines " + ", ".join(map(str, sorted(set(where)))))
+            continue
+        for i, k in sites:
+            node = copy.deepcopy(nodes[i])       # the edit may change the node: never the reference's
+            new = _edits(kind, node, sizes[i])[k]()
+            try:
+                if isinstance(new, list):      # a statement and the ones added after it, on its line
+                    text = "; ".join(ast.unparse(ast.fix_missing_locations(n)) for n in new)
+                elif isinstance(new, ast.stmt):
+                    text = ast.unparse(ast.fix_missing_locations(new))
+                else:
+                    text = "(" + ast.unparse(ast.fix_missing_locations(new)) + ")"
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue
+            keep(kind, _with_helpers(lines.splice(nodes[i], text)), f"line {nodes[i].lineno}")
+    _CACHE[reference_source] = tuple(out)
+    return _CACHE[reference_source]
+
+
+def kind_of(mistake_id: str) -> Kind | None:
+    """The kind a candidate's mistake id names (None: not a catalogue id)."""
+    return KIND.get(mistake_id[len(PREFIX):]) if mistake_id.startswith(PREFIX) else None

@@ -1,0 +1,218 @@
+"""Naming a failure by the known mistakes of a problem: its mutants (the reference with the mistake
+typed in, from the spec's `mistakes:`), run here in the judge on the failing case.
+
+A mutant names the first failing case when its outputs and gradients match the submission's (or it
+raises the same error); the name is kept only if the mutant fails exactly where the submission
+fails in every other case that ran (`consistent`), but for the cases whose evidence the OS
+measured around the submission's room (peak memory): a mutant run in the judge has no such
+measurement. Where several mutants fit the first failing case (one mistake's symptom is part of
+another's), the grading goes on past it even when asked to stop at the first failure, and the first
+of them that is consistent with every case is named. Where no mutant fits, attn_drill.judge.symptoms
+may still say what the failures have in common.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import bank
+from ..bank import catalogue, sources
+from ..results import FAIL, PASS, Diagnosis
+from ..room.params import apply
+from ..room.side import Side, run_side
+from ..room.usercode import load_source
+from .prepare import Memo
+
+# (grading key, case, mistake, traced) -> the mutant's side, or the error it raised
+MUTANT_SIDES = Memo(2048, 1 << 30)
+
+
+class Mistakes:
+    """The known mistakes of one problem, for one grading. `judged(case, prep, truth, low, side,
+    rules)` is the engine's verdict on a side (with the precision rule), so a mutant is judged as
+    the submission is."""
+
+    def __init__(self, spec, key: tuple, probes, judged):
+        self.spec, self.key, self.probes, self.judged = spec, key, probes, judged
+        self._modules: dict | None = None
+        self._kinds: dict | None = None
+        self._matched: dict[str, list[str]] = {}   # a kind named -> the keys of its candidates that fit
+        self.fitting: list[str] = []   # the spec's mutants that fit the named case, closest first
+
+    @property
+    def ambiguous(self) -> bool:
+        """More than one of the spec's mutants fits the named case: only the other cases tell them apart."""
+        return len(self.fitting) > 1
+
+    def diagnosis(self, mid: str) -> Diagnosis:
+        m = self.spec.mistake(mid)
+        return Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
+
+    def choose(self, mid: str, named_case: str, runs) -> str | None:
+        """After the cases: the first of the mistakes that fit the named case (`mid` alone for a
+        kind) that is consistent with every case that ran (`consistent`); None when none is."""
+        return next((cand for cand in self.fitting or [mid] if self.consistent(cand, named_case, runs)), None)
+
+    @property
+    def modules(self) -> dict:
+        if self._modules is None:
+            self._modules = _load(self.spec)
+        return self._modules
+
+    def side(self, mid: str, case_name: str, data, traced: bool, module):
+        """The mutant's side on a case, or the error it raised as `Type: message`."""
+        return MUTANT_SIDES.get((self.key, case_name, mid, traced),
+                                lambda: _run(module, data, traced, self.probes))
+
+    @property
+    def kinds(self) -> dict:
+        """The catalogue's candidates for this reference (attn_drill.bank.catalogue), as modules by key."""
+        if self._kinds is None:
+            self._kinds = _load_kinds(self.spec)
+        return self._kinds
+
+    def name(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
+        """The known mistake that reproduces this failing case, if one does: a spec's mutant first,
+        then the catalogue's candidates, named only when every candidate that fits is of one kind."""
+        fits = self._fits(self.modules, case, prep, truth, low, sub, res, limits)
+        if fits:
+            self.fitting = list(dict.fromkeys(mid for _, mid in sorted(fits)))
+            return self.diagnosis(self.fitting[0])
+        fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
+        kinds = {key.split("@")[0] for _, key in fits}
+        if len(kinds) != 1:
+            return None    # no candidate fits, or candidates of two kinds do: not sure which
+        kid = kinds.pop()
+        self._matched[kid] = [key for _, key in sorted(fits)]
+        kind = catalogue.kind_of(kid)
+        return Diagnosis(kid, kind.diagnosis.en, kind.diagnosis.zh)
+
+    def _fits(self, modules: dict, case, prep, truth, low, sub: Side, res, limits) -> list[tuple[float, str]]:
+        out = []
+        by_rule = res.tensor.startswith("trace rule")   # only then do the mutants' own ops matter
+        # the exception the submission raised, as `Type: message`: matched by a mutant raising the same
+        raised = sub.problem.message if sub.problem and sub.problem.kind == "exception" else None
+        for mid, module in modules.items():
+            if module is None:
+                continue
+            mut = self.side(mid, case.name, prep.low, by_rule, module)
+            if isinstance(mut, str):   # a mutant that raises: the same error, or no match
+                if raised is not None and raised == mut:
+                    out.append((0.0, mid))
+                continue
+            if mut.problem or raised is not None:
+                continue
+            mres = self.judged(case, prep, truth, low, mut, rules=by_rule)[0]
+            if mres.status == PASS:
+                continue  # a mutant that is right on this case names nothing here
+            if (res.tensor.startswith("trace rule") or res.tensor == "precision") and mres.tensor != res.tensor:
+                continue  # the submission broke an op or precision rule: only a mutant breaking the same one
+            score = match(sub, mut, limits)
+            if score is not None:
+                out.append((score, mid))
+        return out
+
+    def consistent(self, mid: str, named_case: str, runs) -> bool:
+        """The named mistake's mutant (for a kind: one of the candidates that fit) fails exactly
+        where the submission fails, with its numbers. `runs`: the engine's CaseRun of every case that ran."""
+        if mid in self._matched:
+            return any(self._consistent(key, self.kinds[key], named_case, runs) for key in self._matched[mid])
+        module = self.modules.get(mid)
+        return True if module is None else self._consistent(mid, module, named_case, runs)
+
+    def _consistent(self, mid: str, module, named_case: str, runs) -> bool:
+        for run in runs:
+            case, res = run.case, run.result
+            if case.name == named_case or case.is_check or run.skip or res.status not in (PASS, FAIL) \
+                    or res.problem is not None or case.measured:
+                continue   # a measured case: the OS measured the submission's room, no one measures a mutant here
+            mut = self.side(mid, case.name, run.prep.low, bool(case.trace), module)
+            if isinstance(mut, str):   # a mutant that raises where the submission did not
+                return False
+            mres, _ = self.judged(case, run.prep, run.truth, run.low, mut, rules=bool(case.trace))
+            if res.status == PASS and mres.status != PASS:
+                return False
+            if res.status == FAIL and (mres.status == PASS or match(run.sub, mut, run.limits) is None):
+                return False
+        return True
+
+
+def match(sub: Side, mut: Side, limits: dict) -> float | None:
+    """How close the submission is to a mutant on this case (None: not a match)."""
+    if mut.problem:
+        return None
+    score = 0.0
+    mut_map, sub_map = dict(mut.outs), dict(sub.outs)
+    pairs = [(n, sub_map.get(n), v) for n, v in mut_map.items()]
+    mapping = sub.mapping or {}
+    mut_mapping = mut.mapping or {}
+    for k, v in mut.grads.items():
+        if not k.startswith("param "):
+            pairs.append(("grad " + k, sub.grads.get(k), v))
+    if mapping and mut_mapping:
+        m_by_ref = {k[len("param "):]: v for k, v in mut.grads.items() if k.startswith("param ") and v is not None}
+        for sub_name, plan in mapping.items():
+            try:
+                pairs.append(("grad param " + sub_name, sub.grads.get(f"param {sub_name}"), apply(plan, m_by_ref)))
+            except (KeyError, ValueError, TypeError, IndexError, RuntimeError):
+                continue
+    for name, s, m in pairs:
+        if isinstance(m, torch.Tensor):
+            if not isinstance(s, torch.Tensor) or s.shape != m.shape:
+                return None
+            if not m.is_floating_point():
+                if s.dtype != m.dtype or not torch.equal(s.detach().cpu(), m.detach().cpu()):
+                    return None
+                continue
+            lim = limits.get(name)
+            allowed = lim["allowed_abs"] if lim else 1e-6
+            rtol = lim["rtol"] if lim else 1e-5
+            a, b = s.detach().cpu().double(), m.detach().cpu().double()
+            same = (torch.isnan(a) & torch.isnan(b)) | (a == b)   # equal infinities too
+            diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
+            if torch.isnan(diff).any() or (diff > 4 * allowed + 4 * rtol * b.abs().nan_to_num()).any():
+                return None
+            score += float(diff.nan_to_num().norm()) / (float(b.nan_to_num().norm()) + 1e-30)
+        elif m is not None and (type(s) is not type(m) or s != m):   # 9 is not tensor(9), nor 9.0
+            return None
+    return score
+
+
+def _run(module, data, trace: bool, probes):
+    try:
+        return run_side(module, data, session=None, trace=trace, repeat=False, probes=probes)
+    except Exception as exc:  # noqa: BLE001 - a mutant that raises is a result too
+        return f"{type(exc).__name__}: {exc}"
+
+
+_SOURCES: dict[tuple, str | None] = {}
+
+
+def _load(spec) -> dict:
+    """Each mistake's mutant as a module (None where the patch does not apply: verify says why).
+    The patched sources are kept per reference text, so a mutant is patched and parsed once."""
+    ref_src = sources.read(bank.reference_path(spec.id))
+    out = {}
+    for m in spec.mistakes:
+        key = (spec.id, m.id, m.mutant, ref_src)
+        if key not in _SOURCES:
+            try:
+                _SOURCES[key] = sources.mutant_source(spec, ref_src, m.id)
+            except Exception:  # noqa: BLE001 - a broken mutant is reported by verify, not here
+                _SOURCES[key] = None
+            if len(_SOURCES) > 4096:
+                _SOURCES.pop(next(iter(_SOURCES)))
+        src = _SOURCES[key]
+        out[m.id] = None if src is None else load_source(src, f"mutant_{m.id}")
+    return out
+
+
+def _load_kinds(spec) -> dict:
+    """The catalogue's candidates for the problem's reference, as modules keyed `kind.<id>@<place>`."""
+    ref_src = sources.read(bank.reference_path(spec.id))
+    out = {}
+    for i, cand in enumerate(catalogue.candidates(ref_src)):
+        try:
+            out[f"{cand.id}@{cand.place}#{i}"] = load_source(cand.source, f"kind_{i}")
+        except Exception:  # noqa: BLE001 - a candidate that does not even load names nothing
+            continue
+    return out

@@ -1,0 +1,87 @@
+"""The catalogue of mistake kinds (attn_drill.bank.catalogue): what it makes of the references.
+
+Whether a candidate names a failure is graded in test_naming (fixtures named kind.<id>) and
+measured in benchmarks/catalogue.py; here, without a judge: the kinds' words, and the candidates
+each reference gets (the part a kind edits is there: the edit is made; it is not: nothing)."""
+import ast
+import re
+from collections import Counter
+
+import pytest
+
+from attn_drill import bank
+from attn_drill.bank import catalogue, sources
+
+from attn_drill.render.base import CJK
+
+IDS = bank.ids()
+
+
+def _kinds(pid: str) -> Counter:
+    return Counter(c.id[len(catalogue.PREFIX):]
+                   for c in catalogue.candidates(sources.read(bank.reference_path(pid))))
+
+
+def test_every_kind_has_words_in_both_languages():
+    for kind in catalogue.KINDS:
+        for text in (kind.title, kind.diagnosis):
+            assert text.en and re.search(f"[{CJK}]", text.zh) and not re.search(f"[{CJK}]", text.en), kind.id
+        assert len(kind.title.en) <= 64 and len(kind.title.zh) <= 64, kind.id
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", kind.id)
+
+
+@pytest.mark.parametrize("pid", IDS)
+def test_candidates_are_one_edit_of_the_reference_each(pid):
+    ref = sources.read(bank.reference_path(pid))
+    cands = catalogue.candidates(ref)
+    assert len({c.source for c in cands}) == len(cands), "two candidates with the same source"
+    for c in cands:
+        assert c.source != ref
+        ast.parse(c.source)
+        assert catalogue.kind_of(c.id) is not None
+        # a single-place kind changes the lines of one node; the rest of the file is as written
+        if not catalogue.kind_of(c.id).whole and "_catalogue_tile" not in c.source:
+            changed = [a for a, b in zip(ref.splitlines(), c.source.splitlines()) if a != b]
+            assert len(ref.splitlines()) == len(c.source.splitlines()) and 1 <= len(changed) <= 3, c.place
+
+
+def test_the_parts_a_kind_edits_are_found_where_they_are():
+    gqa = _kinds("gqa")   # scale by sqrt(D), softmax(dim=-1), masked_fill, split/merge heads, expand to groups
+    for kid in ("scale_sqrt_missing", "scale_missing", "scale_inverted", "scale_wrong_size", "softmax_axis",
+                "mask_inverted", "heads_without_transpose", "kv_tiled"):
+        assert gqa[kid] >= 1, kid
+    assert gqa["rope_layout"] == 0 and gqa["eps_outside"] == 0 and gqa["residual_missing"] == 0
+    llama = _kinds("llama_block")
+    for kid in ("eps_outside", "residual_missing", "activation_missing", "activation_moved", "norm_weight_offset",
+                "rope_layout"):
+        assert llama[kid] >= 1, kid
+    assert _kinds("causal")["diagonal_off_by_one"] >= 1 and _kinds("causal")["triangle_swapped"] >= 1
+
+
+def test_a_whole_kind_is_one_candidate_with_every_place_edited():
+    src = ("import torch\n\n\ndef rotate_half(x):\n    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]\n"
+           "    return torch.cat((-x2, x1), dim=-1)\n\n\ndef table(f):\n    return torch.cat((f, f), dim=-1)\n")
+    cands = [c for c in catalogue.candidates(src) if c.id == "kind.rope_layout"]
+    assert len(cands) == 1
+    out = cands[0].source
+    assert "x[..., ::2]" in out and "x[..., 1::2]" in out
+    assert "torch.stack((-x2, x1), dim=-1).flatten(-2)" in out
+    assert "torch.repeat_interleave(f, 2, dim=-1)" in out
+
+
+def test_gqa_tiling_is_a_repeat_along_the_heads_never_along_the_last_dim():
+    import torch
+    src = ("import torch\n\n\ndef f(k, t):\n    a = k.repeat_interleave(2, dim=1)\n"
+           "    return a, torch.repeat_interleave(t, 2, dim=-1)\n")
+    cands = [c for c in catalogue.candidates(src) if c.id == "kind.kv_tiled"]
+    assert len(cands) == 1
+    ns = {}
+    exec(cands[0].source, ns)
+    k = torch.arange(3.0).view(1, 3, 1)
+    assert ns["f"](k, k)[0].flatten().tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_no_kind_is_a_spec_mistake_id_and_titles_show_in_reports():
+    from attn_drill.render.report import mistake_title
+    for kind in catalogue.KINDS:
+        assert mistake_title("mhsa", catalogue.PREFIX + kind.id) == kind.title.en

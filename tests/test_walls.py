@@ -1,0 +1,541 @@
+"""The wall holds against what is on no list: for each class of attack on a verdict, the routes an
+attacker would try, each proven closed by the mechanism that closes the whole class (see the evidence
+map in AUTHORING.md). A test fails if an attack works: a wrong submission passes, a file outside the
+student's copy changes, a process outlives its grading, the tool ends with a traceback, or a report
+carries what the submission printed raw.
+
+  1 a clean interpreter       nothing beside a submission stands in for a module (judge, zygote, room)
+  2 reflection by string      refused by the policy, and in the room without it
+  3 evidence with other routes  every parameter's gradient, every AD route, memory from outside the room
+  4 links in class grading    copies never follow a link; no student process survives into a copy
+  5 the fallback              refused by default; with --no-sandbox, other copies and /tmp still refused
+  6 hostile data              deep sources, oversized replies, bounded caches
+  7 spoofed reports           control characters neutralised in terminal and JUnit; links and sizes named
+"""
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attn_drill.bank import policy
+from attn_drill.cli import app
+from attn_drill.judge import sandbox
+from attn_drill.verbs.scratch import copy_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+MHSA = (ROOT / "reference" / "mhsa.py").read_text()
+WRONG_MHSA = MHSA.replace(" / math.sqrt(D)", "")          # no 1/sqrt(D): a mistake every report names
+OK, WHY = sandbox.available()
+needs_sandbox = pytest.mark.skipif(not OK, reason=f"no OS sandbox here: {WHY}")
+ENV = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "TERM": "dumb"}
+
+
+def _check(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m attn_drill check ...` run as a user runs it, from the submission's folder."""
+    return subprocess.run([sys.executable, "-m", "attn_drill", "check", *args], cwd=folder, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _grade(judge, pid: str, path: Path, **kw):
+    return judge.grade(pid, str(path), 5, time_limit=kw.pop("time_limit", 60), **kw)
+
+
+def _case(report, name: str):
+    return next(c for c in report.cases if c.name == name)
+
+
+@pytest.fixture(scope="module")
+def bare():
+    """Grades in this process, on the real bank, with the static policy off: only the room's own
+    walls stand (its audit hook, tripwires, dispatch-level blocks, own-object checks)."""
+    from attn_drill.judge import engine
+    from attn_drill.judge.rooms import Zygote
+    from attn_drill.judge.sandbox import hidden_from
+    zyg = Zygote().spawn([], dict(os.environ))
+    real = policy.vet
+
+    def no_refusals(*args, **kwargs):
+        vetted = real(*args, **kwargs)
+        vetted.refusals = []
+        return vetted
+    policy.vet = no_refusals
+    try:
+        def grade(pid, path, **kw):
+            return engine.grade(pid, engine.Target(str(path), hidden=hidden_from(str(path))), zyg, seed=5,
+                                time_limit=kw.pop("time_limit", 30), **kw)
+        yield grade
+    finally:
+        policy.vet = real
+        zyg.close()
+
+
+# ---------------------------------------------------------------- 1. a clean interpreter
+MARKER = "import pathlib; pathlib.Path(__file__).with_suffix('.ran').write_text('ran')\n"
+
+
+@pytest.mark.parametrize("shadow", ["source", "sourceless"])
+def test_files_named_like_modules_beside_a_submission_never_run(tmp_path, shadow):
+    """Files named like what the tool imports (torch, numpy, yaml, rich, typer) and like a module the
+    policy allows but that is not installed (einops, as source or as a sourceless .pyc): none runs in
+    the command, the judge, the zygote or the room, and the submission's import of einops fails."""
+    for name in ("torch", "numpy", "yaml", "rich", "typer", "click"):
+        (tmp_path / f"{name}.py").write_text(MARKER + "raise SystemExit('shadowed')\n")
+    fake = tmp_path / "einops.py"
+    fake.write_text(MARKER + "def rearrange(x, *a, **k):\n    return x\n")
+    if shadow == "sourceless":
+        py_compile.compile(str(fake), cfile=str(tmp_path / "einops.pyc"), doraise=True)
+        fake.unlink()
+    (tmp_path / "mhsa.py").write_text(WRONG_MHSA)
+    (tmp_path / "uses_einops.py").write_text("import einops\n" + MHSA)
+    wrong = _check(tmp_path, "mhsa", "mhsa.py", "--seed", "3", "--json")
+    uses = _check(tmp_path, "mhsa", "uses_einops.py", "--seed", "3", "--json")
+    assert sorted(p.name for p in tmp_path.glob("*.ran")) == [], (wrong.stderr, uses.stderr)
+    assert wrong.returncode == 1 and json.loads(wrong.stdout)["status"] == "fail", wrong.stdout + wrong.stderr
+    got = json.loads(uses.stdout)
+    assert uses.returncode == 1 and got["status"] == "error", uses.stdout + uses.stderr
+    assert "No module named 'einops'" in got["message"], got["message"]
+
+
+# ---------------------------------------------------------------- 2. reflection by string
+REFLECTION = {
+    "type hints": "import typing\nclass A:\n    x: 'int'\nHINTS = typing.get_type_hints(A)\n",
+    "type hints imported": "from typing import get_type_hints as hints\n",
+    "type hints aliased": "import typing as T\nT.get_type_hints(int)\n",
+    "formatter field": "import string\nstring.Formatter().get_field('0.real', [1], {})\n",
+    "formatter imported": "from string import Formatter\n",
+    "module dict": "import typing\ntyping.__dict__['get_type_hints']\n",
+    "computed getattr": "import torch\nname = 'lo' + 'ad'\ngetattr(torch, name)\n",
+    "getattr as a value": "import functools\nfunctools.reduce(getattr, ['real'], 1)\n",
+    "dunder by match": "match 1:\n    case int(__class__=c):\n        pass\n",
+    "the room's check": "__attn_drill_own__ = lambda x: x\n",
+    "the room's check as a parameter": "def f(self, __attn_drill_own__=None):\n    return self._x\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(REFLECTION))
+def test_reflection_by_string_is_refused_before_anything_runs(route):
+    refused = policy.vet(REFLECTION[route], Path("/nowhere/submission.py")).refusals
+    assert refused, route
+
+
+ROOM_REFLECTION = {
+    # typing evaluates a string annotation: exec from typing is refused by the audit hook
+    "type hints": "import typing\nclass A:\n    x: 'open(\"/etc/hostname\").read()'\ntyping.get_type_hints(A)\n",
+    # field paths follow attributes by name: the tripwire
+    "formatter field": "import string\nstring.Formatter().get_field('0.__init__.__globals__', [object()], {})\n",
+    # any object passed as `self`: private and refused names only on the submission's own objects
+    "self is torch": "import torch\nclass Own:\n    def peek(self):\n        return self._C\nOwn.peek(torch)\n",
+    "computed on a foreign self": "import torch\nclass Own:\n    def peek(self, n):\n        return getattr(self, n)\n"
+                                  "Own.peek(torch, 'library').Library('aten', 'IMPL')\n",
+    "staticmethod self": "import torch\nclass Own:\n    @staticmethod\n    def lib(self):\n"
+                         "        return self.library\nOwn.lib(torch)\n",
+    # a shared mapping of a file raises no audit event: the tripwire
+    "shared file mapping": "import torch\ntorch.from_file(__file__, shared=True, size=4)\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROOM_REFLECTION))
+def test_reflection_by_string_is_refused_in_the_room_without_the_policy(bare, tmp_path, route):
+    path = tmp_path / "mhsa.py"
+    path.write_text(ROOM_REFLECTION[route] + MHSA)
+    report = bare("mhsa", path)
+    assert report.status != "pass" and report.problem_error is not None, (route, report.message)
+    said = report.problem_error.message
+    assert any(w in said for w in ("not allowed", "forbids", "own classes")), (route, said)
+
+
+def test_own_objects_keep_their_private_names(bare, tmp_path):
+    """The same routes on the submission's own objects are plain Python and pass."""
+    path = tmp_path / "mhsa.py"
+    path.write_text(MHSA.replace("        self.dropout = nn.Dropout(dropout)\n",
+                                 "        self.dropout = nn.Dropout(dropout)\n        self._seen = 0\n"
+                                 "        setattr(self, '_' + 'n', getattr(self, '_seen'))\n"))
+    assert bare("mhsa", path).status == "pass"
+
+
+# ---------------------------------------------------------------- 3. evidence with another route
+_FWD = '''import torch
+
+
+def _forward(Q, K, V, P, scale):
+    s = (scale * Q @ K.transpose(-2, -1)).masked_fill(P == 0, float("-inf"))
+    return torch.softmax(s, dim=-1) @ V
+
+
+def _by_hand(dO, Q, K, V, P, scale):
+    dV = P.transpose(-2, -1) @ dO
+    dP = dO @ V.transpose(-2, -1)
+    dS = P * (dP - (P * dP).sum(-1, keepdim=True))
+    return scale * dS @ K, scale * dS.transpose(-2, -1) @ Q, dV
+
+
+'''
+AUTODIFF = {
+    "reverse, torch.func.vjp": "def scaled_dot_product_attention_backward(dO, Q, K, V, P, scale):\n"
+                               "    _, pull = torch.func.vjp(lambda q, k, v: _forward(q, k, v, P, scale), Q, K, V)\n"
+                               "    return pull(dO)\n",
+    # one forward-mode product is enough to use AD; the answer itself is right
+    "forward, torch.func.jvp": "def scaled_dot_product_attention_backward(dO, Q, K, V, P, scale):\n"
+                               "    f = lambda q: _forward(q, K, V, P, scale)\n"
+                               "    torch.func.jvp(f, (Q,), (torch.ones_like(Q),))\n"
+                               "    return _by_hand(dO, Q, K, V, P, scale)\n",
+    "forward, dual numbers": "import torch.autograd.forward_ad as fwAD\n\n\n"
+                             "def scaled_dot_product_attention_backward(dO, Q, K, V, P, scale):\n"
+                             "    with fwAD.dual_level():\n"
+                             "        dual = fwAD.make_dual(Q, torch.ones_like(Q))\n"
+                             "        fwAD.unpack_dual(_forward(dual, K, V, P, scale))\n"
+                             "    return _by_hand(dO, Q, K, V, P, scale)\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(AUTODIFF))
+def test_no_autograd_covers_every_automatic_differentiation_route(judge, tmp_path, route):
+    path = tmp_path / "sdpa_backward.py"
+    path.write_text(_FWD + AUTODIFF[route])
+    report = _grade(judge, "sdpa_backward", path)
+    assert report.status == "fail", (route, report.message)
+    failed = [c for c in report.cases if c.status == "fail"]
+    assert failed and all("autograd" in c.message for c in failed), [(c.name, c.message) for c in failed]
+
+
+_FLASH_TAIL = '''
+
+def flash_attention(Q, K, V, scale=None, block_size=16):
+    return FlashAttention.apply(Q, K, V, Q.shape[-1] ** -0.5 if scale is None else scale, block_size)
+'''
+FULL_MATRIX = {
+    "numpy": '''import numpy as np
+import torch
+
+
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, Q, K, V, scale, block_size):
+        s = np.einsum("bhqd,bhkd->bhqk", Q.detach().numpy(), K.detach().numpy()) * scale
+        p = np.exp(s - s.max(-1, keepdims=True))
+        O = torch.from_numpy(np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), V.detach().numpy()))
+        return O.clone()
+''',
+    "torch tiles kept": '''import torch
+
+
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, Q, K, V, scale, block_size):
+        S = torch.empty(*Q.shape[:3], K.shape[2], dtype=Q.dtype)
+        for i in range(0, Q.shape[2], block_size):
+            for j in range(0, K.shape[2], block_size):
+                S[:, :, i:i + block_size, j:j + block_size] = scale * (
+                    Q[:, :, i:i + block_size] @ K[:, :, j:j + block_size].transpose(-2, -1))
+        return torch.softmax(S, -1) @ V
+''',
+}
+
+
+@pytest.mark.parametrize("route", sorted(FULL_MATRIX))
+def test_memory_is_measured_from_outside_the_room_whatever_builds_the_matrix(judge, tmp_path, route):
+    path = tmp_path / "flash_attention.py"
+    path.write_text(FULL_MATRIX[route] + _FLASH_TAIL)
+    report = _grade(judge, "flash_attention", path, case="memory_fp64")
+    case = _case(report, "memory_fp64")
+    assert case.status == "fail" and "measured by the operating system" in case.message, case.message
+
+
+FROZEN = {
+    "requires_grad_(False)": ("        self.dropout = nn.Dropout(dropout)\n",
+                              "        self.dropout = nn.Dropout(dropout)\n"
+                              "        self.out_proj.requires_grad_(False)\n"),
+    "detached weight": ("        return self.out_proj(out)",
+                        "        return nn.functional.linear(out, self.out_proj.weight.detach())"),
+    "no_grad projection": ("        return self.out_proj(out)",
+                           "        with torch.no_grad():\n            w = self.out_proj.weight * 1\n"
+                           "        return out @ w.T"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(FROZEN))
+def test_every_parameter_must_carry_a_gradient(judge, tmp_path, route):
+    old, new = FROZEN[route]
+    path = tmp_path / "mhsa.py"
+    path.write_text(MHSA.replace(old, new))
+    report = _grade(judge, "mhsa", path, case="basic_fp64")
+    case = _case(report, "basic_fp64")
+    assert case.status == "fail" and "out_proj.weight" in case.message, case.message
+
+
+# ---------------------------------------------------------------- 4. links in class grading
+def test_a_copy_skips_links_in_the_students_folder(tmp_path):
+    src, dst, secret = tmp_path / "src", tmp_path / "dst", tmp_path / "secret"
+    src.mkdir(), dst.mkdir(), secret.mkdir()
+    (secret / "key.txt").write_text("the answer key")
+    (src / "mhsa.py").symlink_to(secret / "key.txt")
+    (src / "notes").symlink_to(secret)
+    (src / "gqa.py").write_text("x = 1\n")
+    skipped = copy_folder(src, dst)
+    assert skipped == {"mhsa.py": "link", "notes": "link"}
+    assert sorted(p.name for p in dst.iterdir()) == ["gqa.py"]
+
+
+def test_a_link_planted_in_the_scratch_folder_never_redirects_a_copy(tmp_path):
+    """Links planted before the copy and all through it (a student's leftover process racing it):
+    the files they point at never change; a raced file fails alone, never writes elsewhere."""
+    src, dst, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "outside"
+    (src / "pkg").mkdir(parents=True), dst.mkdir(), outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("host file")
+    (src / "mhsa.py").write_text("student code\n")
+    (src / "pkg" / "helper.py").write_text("helper\n")
+    (dst / "mhsa.py").symlink_to(victim)
+    (dst / "pkg").symlink_to(outside)
+    copy_folder(src, dst)
+    assert victim.read_text() == "host file" and sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    assert not (dst / "mhsa.py").is_symlink() and (dst / "mhsa.py").read_text() == "student code\n"
+    stop = threading.Event()
+
+    def plant():          # in the scratch folder only (a planter inside a sandbox sees nothing else)
+        while not stop.is_set():
+            for name, target in (("mhsa.py", victim), ("pkg", outside)):
+                try:
+                    os.symlink(target, dst / name)
+                except OSError:
+                    pass
+            try:
+                inner = os.open(dst / "pkg", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                os.symlink(victim, "helper.py", dir_fd=inner)
+            except OSError:
+                pass
+            finally:
+                os.close(inner)
+    planter = threading.Thread(target=plant)
+    planter.start()
+    try:
+        for _ in range(100):
+            copy_folder(src, dst)
+    finally:
+        stop.set()
+        planter.join()
+    assert victim.read_text() == "host file" and sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+
+
+HEARTBEAT = r'''
+import _posixsubprocess, os
+script = "while true; do echo x >> /submission/heartbeat; ln -sf %s /submission/gqa.py; sleep 0.05; done" % VICTIM
+_posixsubprocess.fork_exec([b"/bin/sh", b"-c", script.encode()], [b"/bin/sh"], True, (), None, None,
+                           -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False)
+'''
+
+
+@needs_sandbox
+def test_no_student_process_survives_into_the_next_copy(tmp_path):
+    """A process started natively in the sandbox (past every Python-level guard) keeps planting a link
+    toward a host file; scrub ends it before the next copy, and the copy would not follow it anyway."""
+    from attn_drill.judge.rooms import Zygote
+    scratch, src = tmp_path / "scratch", tmp_path / "student"
+    scratch.mkdir(), src.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host file")
+    (src / "gqa.py").write_text("the next problem\n")
+    (scratch / "mallory.py").write_text(f"VICTIM = {str(victim)!r}\n" + HEARTBEAT)
+    argv, env = sandbox.command(scratch)
+    zyg = Zygote().spawn(argv, env)
+    try:
+        room = zyg.open()
+        room.budget, room.path = 60.0, f"{sandbox.INSIDE}/mallory.py"
+        room.call({"op": "load", "path": room.path, "source": (scratch / "mallory.py").read_text(),
+                   "forbidden": [], "hidden": [], "writable": None, "budget": 60.0})
+        room.close()
+        beat = scratch / "heartbeat"
+        deadline = time.monotonic() + 30
+        while not (beat.exists() and beat.stat().st_size > 10) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beat.exists(), "the planted process never ran: the test proves nothing"
+        assert zyg.scrub() >= 1
+        size = beat.stat().st_size
+        time.sleep(0.5)
+        assert beat.stat().st_size == size, "a student process outlived the scrub"
+        copy_folder(src, scratch)
+        assert victim.read_text() == "host file"
+        assert (scratch / "gqa.py").read_text() == "the next problem\n" and not (scratch / "gqa.py").is_symlink()
+    finally:
+        zyg.close()
+
+
+def test_a_process_limit_caps_what_a_sandbox_may_start(tmp_path):
+    limit = sandbox.ProcessLimit(f"walls{os.getpid()}", 16)
+    if limit.cgroup is None and os.getuid() == 0:
+        pytest.skip(f"no pids cgroup here and root ignores RLIMIT_NPROC: {limit.how}")
+    try:
+        script = "n=0; for i in $(seq 60); do sleep 30 & n=$((n+1)); done 2>/dev/null; jobs -p | wc -l"
+        proc = subprocess.Popen(["/bin/sh", "-c", script], preexec_fn=limit.preexec, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        started = int(proc.communicate(timeout=60)[0].strip() or 0)
+        assert started < 16, limit.how
+    finally:
+        limit.close()
+    if limit.cgroup is not None:
+        assert not limit.cgroup.exists()
+
+
+@needs_sandbox
+def test_the_sandboxs_tmp_counts_against_the_memory_limit(tmp_path, monkeypatch):
+    from attn_drill import rules
+    from attn_drill.judge.rooms import Zygote
+    monkeypatch.setenv(rules.MEMORY_ENV, "0.25")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "fill.py").write_text(
+        "import os\nfd = os.open('/tmp/fill', os.O_WRONLY | os.O_CREAT)\nwritten = 0\n"
+        "try:\n    while written < 600 << 20:\n        written += os.write(fd, b'x' * (1 << 20))\n"
+        "except OSError:\n    pass\nopen('/submission/written', 'w').write(str(written))\n")
+    argv, env = sandbox.command(scratch)
+    zyg = Zygote().spawn(argv, env)
+    try:
+        room = zyg.open()
+        room.budget, room.path = 60.0, f"{sandbox.INSIDE}/fill.py"
+        room.call({"op": "load", "path": room.path, "source": (scratch / "fill.py").read_text(),
+                   "forbidden": [], "hidden": [], "writable": None, "budget": 60.0})
+        room.close()
+    finally:
+        zyg.close()
+    assert int((scratch / "written").read_text()) <= 0.25 * (1 << 30)
+
+
+# ---------------------------------------------------------------- 5. the fallback
+MALLORY = r'''
+import os
+here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    copies = [os.path.join(here, d, "mhsa.py") for d in os.listdir(here)]
+except OSError:
+    copies = [os.path.join(here, f"s{i}", "mhsa.py") for i in range(1, 9)]
+for target in copies + [ALICE, "/tmp/attn-drill-wall-probe"]:
+    try:
+        open(target, "w").write("def nothing(): pass\n")
+    except OSError:
+        pass
+'''
+
+
+def test_without_a_sandbox_other_copies_the_originals_and_tmp_stay_untouched(tmp_path, monkeypatch):
+    from attn_drill.verbs import grade as verb
+    monkeypatch.setattr(verb.os_sandbox, "available", lambda: (False, "bwrap is not installed"))
+    probe = Path(tempfile.gettempdir()) / "attn-drill-wall-probe"
+    probe.unlink(missing_ok=True)
+    root = tmp_path / "class"
+    for name in ("alice", "bob", "mallory", "zed"):
+        (root / name).mkdir(parents=True)
+    for name in ("alice", "bob", "zed"):
+        (root / name / "mhsa.py").write_text(MHSA)
+    (root / "mallory" / "mhsa.py").write_text(f"ALICE = {str(root / 'alice' / 'mhsa.py')!r}\n" + MALLORY + MHSA)
+    out = tmp_path / "grades"
+    res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--workers", "2", "--out", str(out),
+                                   "--no-sandbox"], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    cells = {c["student"]: c for c in json.loads((out / "summary.json").read_text())["cells"]}
+    assert {s: c["outcome"] for s, c in cells.items()} == {"alice": "pass", "bob": "pass", "mallory": "pass",
+                                                          "zed": "pass"}, cells
+    assert not probe.exists()
+    assert all((root / n / "mhsa.py").read_text() == MHSA for n in ("alice", "bob", "zed"))
+
+
+# ---------------------------------------------------------------- 6. hostile data
+DEEP = {
+    "a 30 000-term sum": "X = " + "+".join(["1"] * 30000) + "\n",
+    "30 000 calls": "X = abs" + "(1)" * 30000 + "\n",
+    "30 000 lambdas": "X = " + "lambda: " * 30000 + "1\n",
+    "100 000 signs": "X = " + "-" * 100000 + "1\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(DEEP))
+def test_a_deep_source_is_a_clear_message(judge, tmp_path, route):
+    path = tmp_path / "mhsa.py"
+    path.write_text(MHSA + "\n" + DEEP[route])
+    report = _grade(judge, "mhsa", path)
+    assert report.status == "error" and "nested too deeply" in report.problem_error.message, report.message
+
+
+def test_oversized_outputs_fail_their_case_and_do_not_grow_the_judge(judge, tmp_path):
+    def peak() -> int:
+        for line in open(f"/proc/{judge.proc.pid}/status"):
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) << 10
+        return 0
+    path = tmp_path / "mhsa.py"          # 180 MB of output for the long case, a few MB elsewhere
+    path.write_text(MHSA.replace("        return self.out_proj(out)",
+                                 "        y = self.out_proj(out)\n        n = 30000 if L > 50 else 300\n"
+                                 "        return y + torch.zeros(n, *y.shape, dtype=y.dtype)"))
+    _grade(judge, "mhsa", ROOT / "reference" / "mhsa.py")
+    before = peak()
+    report = _grade(judge, "mhsa", path)
+    assert report.status == "fail"
+    assert "larger than a reply may hold" in _case(report, "long_fp32").message
+    assert peak() - before < 150 << 20, (before, peak())
+
+
+def test_the_judges_store_of_reference_results_is_bounded_in_bytes():
+    import torch
+
+    from attn_drill.judge.prepare import Memo
+    memo = Memo(100, max_bytes=1 << 20)
+    for i in range(20):
+        memo.get(i, lambda: {"out": torch.zeros(300_000 // 8, dtype=torch.float64)})
+    assert memo.bytes <= 1 << 20 and len(memo.items) <= 3
+    assert memo.get("huge", lambda: torch.zeros(1 << 20)) is not None and "huge" not in memo.items
+
+
+# ---------------------------------------------------------------- 7. spoofed reports
+SPOOF = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[32mPASS all cases passed\x1b[0m\r\x08\x00"
+
+
+def test_what_a_submission_prints_reaches_the_terminal_neutralised(tmp_path):
+    (tmp_path / "mhsa.py").write_text(WRONG_MHSA.replace("        B, L, E = x.shape\n",
+                                                         f"        B, L, E = x.shape\n        print({SPOOF!r})\n"))
+    for lang in ("en", "zh"):
+        res = _check(tmp_path, "mhsa", "mhsa.py", "--seed", "3", "--verbose", "--lang", lang)
+        assert res.returncode == 1, res.stdout + res.stderr
+        shown = res.stdout + res.stderr
+        assert "PASS all cases passed" in shown            # the text is shown...
+        assert not any(ch in shown for ch in "\x1b\x07\x08\x00\r"), repr(shown[:2000])   # ...never its controls
+
+
+@needs_sandbox
+def test_class_reports_stay_valid_and_name_links_and_sizes(tmp_path):
+    root = tmp_path / "class"
+    for name in ("eve", "lnk", "big"):
+        (root / name).mkdir(parents=True)
+    (root / "eve" / "mhsa.py").write_text(WRONG_MHSA.replace(
+        "        B, L, E = x.shape\n", f"        B, L, E = x.shape\n        print({SPOOF!r})\n"))
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text(MHSA)
+    (root / "lnk" / "mhsa.py").symlink_to(elsewhere)
+    (root / "big" / "mhsa.py").write_text(MHSA + "#" * (6 << 20) + "\n")
+    out = tmp_path / "grades"
+    res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(out)],
+                             env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().iter("testsuite")}
+    assert sorted(suites) == ["big", "eve", "lnk"]
+    text = ET.tostring(suites["eve"], encoding="unicode")
+    assert "PASS all cases passed" in text and not any(ch in text for ch in "\x1b\x07\x08")
+    cells = {c["student"]: c for c in json.loads((out / "summary.json").read_text())["cells"]}
+    assert cells["eve"]["outcome"] == "fail"
+    assert cells["lnk"]["outcome"] == "error" and "link" in cells["lnk"]["message"], cells["lnk"]
+    assert cells["big"]["outcome"] == "error" and "MiB" in cells["big"]["message"], cells["big"]
+    assert "No such file" not in json.dumps(cells)
+    shutil.rmtree(out)
