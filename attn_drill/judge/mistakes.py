@@ -72,11 +72,14 @@ class Mistakes:
 
     def name(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
         """The known mistake that reproduces this failing case, if one does: a spec's mutant first,
-        then the catalogue's candidates, named only when every candidate that fits is of one kind."""
+        then the catalogue's candidates, named only when every candidate that fits is of one kind and
+        the submission's outputs carry a finite number to tell kinds apart by."""
         fits = self._fits(self.modules, case, prep, truth, low, sub, res, limits)
         if fits:
             self.fitting = list(dict.fromkeys(mid for _, mid in sorted(fits)))
             return self.diagnosis(self.fitting[0])
+        if not _carries_numbers(sub):
+            return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
         fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
         kinds = {key.split("@")[0] for _, key in fits}
         if len(kinds) != 1:
@@ -136,6 +139,13 @@ class Mistakes:
         return True
 
 
+def _carries_numbers(sub: Side) -> bool:
+    """Some output of the submission is a finite number or not a float tensor at all."""
+    return sub.problem is not None or any(
+        not (isinstance(v, torch.Tensor) and v.is_floating_point()) or bool(torch.isfinite(v).any())
+        for _, v in sub.outs)
+
+
 def match(sub: Side, mut: Side, limits: dict) -> float | None:
     """How close the submission is to a mutant on this case (None: not a match)."""
     if mut.problem:
@@ -163,10 +173,8 @@ def match(sub: Side, mut: Side, limits: dict) -> float | None:
                 if s.dtype != m.dtype or not torch.equal(s.detach().cpu(), m.detach().cpu()):
                     return None
                 continue
-            lim = limits.get(name)
-            allowed = lim["allowed_abs"] if lim else 1e-6
-            rtol = lim["rtol"] if lim else 1e-5
             a, b = s.detach().cpu().double(), m.detach().cpu().double()
+            allowed, rtol = _limit(limits.get(name), s.dtype, b)
             same = (torch.isnan(a) & torch.isnan(b)) | (a == b)   # equal infinities too
             diff = torch.where(same, torch.zeros_like(a), (a - b).abs())
             if torch.isnan(diff).any() or (diff > 4 * allowed + 4 * rtol * b.abs().nan_to_num()).any():
@@ -175,6 +183,18 @@ def match(sub: Side, mut: Side, limits: dict) -> float | None:
         elif m is not None and (type(s) is not type(m) or s != m):   # 9 is not tensor(9), nor 9.0
             return None
     return score
+
+
+def _limit(lim: dict | None, dtype: torch.dtype, b: torch.Tensor) -> tuple[float, float]:
+    """The (absolute, relative) bound of a match: the case's own where the engine judged the tensor;
+    else (a gradient of a case that failed in its forward) a few roundings of the tensor's dtype at
+    the scale of its largest value, since two ways of writing one mistake round differently."""
+    if lim:
+        return lim["allowed_abs"], lim["rtol"]
+    if dtype == torch.float64 or not dtype.is_floating_point:
+        return 1e-6, 1e-5
+    eps = torch.finfo(dtype).eps
+    return (4 * eps * float(b.abs().nan_to_num().max()) if b.numel() else 0.0), 4 * eps
 
 
 def _run(module, data, trace: bool, probes):

@@ -131,11 +131,13 @@ def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> S
     if extra.any() and not missing.any() and bool(extra[~future].logical_not().all()) and \
             bool((ref_masked == future | ref_masked).all()):
         return Symptom("causal_leak",
-                       "your attention weights put mass on later keys (key j after query i), where the reference "
-                       "gives none: the causal mask is missing, inverted, or aligned to the top-left when there "
-                       "are fewer queries than keys (keep key j for query i iff j <= i + Lk - Lq).",
-                       "你的注意力权重把概率分给了之后的 key（key j 在 query i 之后），而参考实现在那里为 0：因果掩码"
-                       "缺失、反了，或者在 query 比 key 少时按左上角对齐（应当是 j <= i + Lk - Lq 时保留）。")
+                       "your softmax puts mass on later keys (key j after query i), where the reference gives "
+                       "none: the causal mask is missing, inverted, aligned to the top-left when there are fewer "
+                       "queries than keys (keep key j for query i iff j <= i + Lk - Lq), or applied to the weights "
+                       "after the softmax instead of to the scores before it.",
+                       "你的 softmax 把概率分给了之后的 key（key j 在 query i 之后），而参考实现在那里为 0：因果掩码"
+                       "缺失、反了、在 query 比 key 少时按左上角对齐（应当是 j <= i + Lk - Lq 时保留），或者是在 "
+                       "softmax 之后作用在权重上，而不是在 softmax 之前作用在分数上。")
     if missing.any() and bool(missing[~diagonal].logical_not().all()):
         return Symptom("diagonal_masked",
                        "your attention weights are zero on the diagonal, where each query should see its own key: "
