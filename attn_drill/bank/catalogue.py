@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 from .spec import Text
 
 PREFIX = "kind."          # a candidate's mistake id: kind.<kind id> (its place is not shown to users)
+MAX_LIKE_PLACES = 6       # the most places of one form edited together in one candidate
 
 # The helper a candidate may call (GQA tiling): defined at the top of a candidate's source.
 _TILE = '''
@@ -640,6 +641,20 @@ def _edits(kind: Kind, node, sizes: list[str]) -> list[Callable[[], ast.AST]]:
     return list(kind.edits(node, sizes))
 
 
+def _edited(kind: Kind, base: ast.Module, picks: dict[int, int], sizes) -> tuple[str | None, str]:
+    """The reference with edit k of `kind` made at each place i (index in ast.walk order) of `picks`,
+    and where: made from the last place to the first, so the places still to edit keep their index."""
+    tree, where = copy.deepcopy(base), []
+    for i in sorted(picks, reverse=True):
+        node = list(ast.walk(tree))[i]
+        edits = _edits(kind, node, sizes[i])
+        if picks[i] < len(edits):
+            new = edits[picks[i]]()
+            if isinstance(new, ast.AST) and (new is node or _replace(tree, node, new)):
+                where.append(node.lineno)
+    return (_source(tree) if where else None), "lines " + ", ".join(map(str, sorted(set(where))))
+
+
 def _source(tree: ast.Module) -> str | None:
     ast.fix_missing_locations(tree)
     try:
@@ -697,17 +712,7 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
                  for k in range(len(_edits(kind, n, sizes[i])))]
         if kind.whole:
             if sites:
-                tree, where = copy.deepcopy(base), []
-                # made from the last place to the first (in walk order), so that the places still
-                # to edit keep their index
-                for i in sorted({i for i, _ in sites}, reverse=True):
-                    node = list(ast.walk(tree))[i]
-                    edits = _edits(kind, node, sizes[i])
-                    if edits:
-                        new = edits[0]()
-                        if new is node or _replace(tree, node, new):
-                            where.append(node.lineno)
-                keep(kind, _source(tree), "lines " + ", ".join(map(str, sorted(set(where)))))
+                keep(kind, *_edited(kind, base, {i: 0 for i, _ in sites}, sizes))
             continue
         for i, k in sites:
             node = copy.deepcopy(nodes[i])       # the edit may change the node: never the reference's
@@ -722,6 +727,14 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
             except (ValueError, TypeError, AttributeError, RecursionError):
                 continue
             keep(kind, _with_helpers(lines.splice(nodes[i], text)), f"line {nodes[i].lineno}")
+        # the same mistake at every place of one form (each of q, k and v split without the
+        # transpose, both k and v tiled): one candidate more, as a candidate writes a helper once
+        forms: dict[str, dict[int, int]] = {}
+        for i, k in sites:
+            forms.setdefault(_edits(kind, nodes[i], sizes[i])[k].__name__, {}).setdefault(i, k)
+        for picks in forms.values():
+            if 2 <= len(picks) <= MAX_LIKE_PLACES:
+                keep(kind, *_edited(kind, base, picks, sizes))
     _CACHE[reference_source] = tuple(out)
     return _CACHE[reference_source]
 
