@@ -23,6 +23,11 @@ def time_limit(spec, full: bool = False, override: float | None = None) -> float
     return float(override) if override else spec.time_limit * (FULL_FACTOR if full else 1)
 
 
+def bench_time_limit(spec, max_seconds: float, override: float | None = None) -> float:
+    """The time limit of one `bench`: `override`, else the spec's and twice the seconds it may time."""
+    return float(override) if override is not None else spec.time_limit + max_seconds * 2
+
+
 def memory_gb(value: str | float | None = None) -> float:
     """Gigabytes a room may allocate on top of what torch maps: `value`, else $ATTN_DRILL_MEMORY_GB, else 6."""
     raw = value if value is not None else os.environ.get(MEMORY_ENV, "").strip() or DEFAULT_MEMORY_GB

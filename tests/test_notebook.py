@@ -1,6 +1,7 @@
 """`%load_ext attn_drill` in a real kernel (nbclient runs a small notebook from a folder of its own):
 a `%%check` cell gets the verdict `check` gives the same code, its report as HTML with the maps as
-images and the replay as a cell, and the attempt in that folder's progress; `%attn_drill new` puts
+images and the replay as a cell, and the attempt in the user's progress (here a folder the test
+names with ATTN_DRILL_HOME); `%attn_drill new` puts
 the stub in the next cell. IPython is imported by attn_drill.notebook only, never by the CLI."""
 from __future__ import annotations
 

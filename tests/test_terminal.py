@@ -80,14 +80,19 @@ def test_at_60_columns_no_number_is_cut_and_the_replay_is_whole(work, lang):
     assert "Mismatched elements" in text or "不一致的元素" in text
 
 
-def test_a_static_error_is_reported_without_torch_in_a_fraction_of_a_second(tmp_path):
+def test_a_static_error_is_reported_without_torch(tmp_path):
+    """The syntax error is found before any torch: a torch that cannot be imported changes nothing
+    (the time it saves is measured by benchmarks/bench_tool.py, row `static`)."""
     (tmp_path / "mhsa.py").write_text("class MultiHeadSelfAttention:\n    def forward(self, x:\n")
-    t0 = time.perf_counter()
-    lines, raw, status = run(["check", "mhsa"], tmp_path)
-    took = time.perf_counter() - t0
-    assert status == 1 and "SyntaxError" in "\n".join(lines)
-    print(f"\nstatic error reported in {took:.2f} s")
-    assert took < 1.5          # generous on a loaded machine; the benchmark script measures it properly
+    fake = tmp_path / "no_torch"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise ImportError('torch imported by the command line')\n")
+    lines, raw, status = run(["check", "mhsa"], tmp_path, env={"PYTHONPATH": str(fake)})
+    assert status == 1 and "SyntaxError" in "\n".join(lines) and "torch imported" not in raw
+    # the user's line, a caret under the place, and no seed: no case ran
+    at = next(i for i, ln in enumerate(lines) if "mhsa.py:2" in ln)
+    assert lines[at + 1].strip() == "def forward(self, x:" and lines[at + 2].strip() == "^"
+    assert "seed" not in "\n".join(lines)
 
 
 def test_watch_shows_checking_at_once_and_a_save_cancels_a_hung_check(tmp_path):
@@ -114,16 +119,16 @@ def test_watch_shows_checking_at_once_and_a_save_cancels_a_hung_check(tmp_path):
     (tmp_path / "mhsa.py").write_text(ref)                    # the fix, saved while the hung check runs
     child.expect(r"check #2")                                 # the fix's verdict: the hung check never counted
     to_verdict = time.perf_counter() - t1
+    seen = child.before
     child.expect("PASS")
+    assert "timed out" not in plain(seen + child.before)     # cancelled, not waited out to its limit
     child.send("q")
     child.expect(pexpect.EOF)
     child.close()
     print(f"\nwatch: 'checking…' {shown:.2f} s after start, first verdict {first:.2f} s; save to 'checking…' "
           f"{to_checking:.2f} s; after saving the fix "
           f"during a hung check: its verdict {to_verdict:.2f} s later")
-    assert shown < 1.5 and to_checking < 1.5
-    assert to_verdict < 15       # not the 30 s time limit of the hung check: it was cancelled
-    assert child.exitstatus == 0
+    assert child.exitstatus == 0     # the fix got its verdict: the hung check was cancelled, not waited out
 
 
 def test_quiz_in_a_terminal_with_number_keys_and_arrows(tmp_path):

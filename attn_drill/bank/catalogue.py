@@ -417,6 +417,20 @@ def _rope_on_values(node, sizes=()):
             yield edit
 
 
+def _is_log(node) -> bool:
+    """torch.log(x) or x.log()."""
+    return _call(node, "log") and (len(node.args) == 1 or (_is_method(node) and not node.args))
+
+
+def _lse_max_missing(node, sizes=()):
+    """m + log(l) -> log(l): a log-sum-exp of sums taken after subtracting the running max m."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        if _is_log(node.right) and _num(node.left) is None:
+            yield lambda: node.right
+        elif _is_log(node.left) and _num(node.right) is None:
+            yield lambda: node.left
+
+
 def _is_last_dim_slice(node) -> ast.Slice | None:
     """x[..., a:b] (the last dim sliced after an Ellipsis)."""
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2 and \
@@ -602,6 +616,11 @@ KINDS: tuple[Kind, ...] = (
             "same layout as the statement.",
             "旋转配对用了另一种布局：本应按前后两半 (i, i + d/2) 配对却按相邻维度 (2i, 2i+1) 配对，或反之。"
             "cos/sin 表和旋转必须使用题目规定的同一种布局。"), _rope_layout, whole=True),
+    Kind("lse_max_missing", _T("the max left out of the log-sum-exp", "log-sum-exp 里漏加了最大值"),
+         _T("The log-sum-exp is written as log(l) where l was summed after subtracting the running max m: "
+            "it should be m + log(l). Partials merged by their log-sum-exps are then weighted wrongly.",
+            "log-sum-exp 写成了 log(l)，而 l 是减去运行最大值 m 之后求的和：应为 m + log(l)。"
+            "按 log-sum-exp 合并的各部分因此权重错误。"), _lse_max_missing),
 )
 
 KIND = {k.id: k for k in KINDS}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..i18n import pick, t
+from ..rules import replay
 from ..results import ERROR, FAIL, PASS, SKIP, Report
 
 
@@ -30,7 +31,7 @@ def exercism(r: Report) -> dict:
             msg = f"{msg} {t('report.looks_like')}: {c.diagnosis.mistake}: {pick(c.diagnosis.en, c.diagnosis.zh)}"
         tests.append({
             "name": c.name, "status": status, "message": msg if status != "pass" else None,
-            "output": None, "test_code": f"attn-drill check {r.problem} --seed {r.seed} --case {c.name}",
+            "output": None, "test_code": replay(r.problem, r.where, r.seed, r.full, c.name),
             "task_id": None,
             "attn_drill": {"shapes": c.shapes, "dtype": c.dtype, "note": c.note, "seed": r.seed,
                            "forward": c.forward, "gradient": c.gradient, "tensor": c.tensor or None,

@@ -24,7 +24,7 @@ from ..i18n import index, lang, pick, t
 from ..results import ERROR, FAIL, PASS, SKIP, CaseResult, Report
 from .base import num
 from .classroom import outcome_word
-from .report import case_reason, summary_line, verdict_word
+from .report import case_reason, mistake_title, summary_line, verdict_word
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -33,7 +33,7 @@ CSS = """
 --warn:#9a6700;--odd:#8250df;--miss:#6e7781;--mark:#8250df;
 font:15px/1.45 -apple-system,"Segoe UI",Roboto,"Noto Sans","Helvetica Neue",Arial,"PingFang SC",
 "Microsoft YaHei",sans-serif;color:var(--fg);background:var(--bg);max-width:980px;margin:0 auto;padding:12px;
-box-sizing:border-box;overflow-wrap:anywhere}
+box-sizing:border-box;overflow-wrap:break-word}
 @media (prefers-color-scheme:dark){.ad.page{--bg:#0d1117;--fg:#e6edf3;--dim:#9198a1;--line:#3d444d;
 --soft:#151b23;--pass:#3fb950;--fail:#f85149;--warn:#d29922;--odd:#ab7df8;--miss:#9198a1}}
 .ad *{box-sizing:border-box}
@@ -58,7 +58,7 @@ border-radius:0 6px 6px 0}
 .ad .frames{margin:.2em 0 .2em 1em;padding:0;list-style:none}
 .ad .frames li{margin:.15em 0}
 .ad .cmd{display:block;background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:6px 10px;
-margin:.4em 0;white-space:pre-wrap;word-break:break-all;user-select:all}
+margin:.4em 0;white-space:pre;overflow-x:auto;user-select:all}
 .ad .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;margin:.4em 0}
 .ad table{border-collapse:collapse;font-size:.9em;overflow-wrap:normal}
 .ad table.cases td,.ad table.window td{white-space:nowrap}
@@ -430,14 +430,15 @@ def class_page(students: list[str], problems: list[str], cells: dict, title: str
             counts.setdefault(_mistake_of(c), []).append(c)
         bars = ['<div class="bars">']
         for key, who in sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            label = esc(key) if who[0].diagnosis else esc(outcome_word(key))
+            label = (f'{esc(mistake_title(p, key))} <span class="mono dim small">{esc(key)}</span>'
+                     if who[0].diagnosis else f'<span class="mono">{esc(outcome_word(key))}</span>')
             said = next((r.diagnosis for r in (reports.get((c.student, p)) for c in who)
                          if r is not None and r.diagnosis is not None), None) if who[0].diagnosis else None
             text = f'<span class="cell-id">{esc(pick(said.en, said.zh))}</span>' if said else ""
             tone = "odd" if key in ("timeout", "crash", "memory") else "miss" if key == "missing" else ""
             share = 100.0 * len(who) / max(len(graded), 1)
             names = ", ".join(f'<a href="#{anchors[(c.student, p)]}">{esc(c.student)}</a>' for c in who)
-            bars.append(f'<div class="bar"><div><span class="mono">{label}</span>{text}'
+            bars.append(f'<div class="bar"><div>{label}{text}'
                         f'<span class="cell-id">{names}</span></div>'
                         f'<div class="track"><div class="fill {tone}" style="width:{share:.1f}%"></div></div>'
                         f'<div class="num small">{len(who)}</div></div>')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import bank, render
+from .. import bank, render, rules
 from ..client import BenchFailed, JudgeClient
 from ..errors import UsageError
 from ..i18n import t
@@ -23,7 +23,7 @@ def measure(problem: str, path: str | None, seed: int, device: str, max_seconds:
         raise UsageError("--max-seconds must be positive")
     [(pid, file)] = resolve(problem, path, cwd)
     spec = bank.get(pid)
-    limit = time_limit if time_limit is not None else spec.time_limit + max_seconds * 2
+    limit = rules.bench_time_limit(spec, max_seconds, time_limit)
     with JudgeClient() as client:
         return client.bench(pid, file.resolve(), seed=seed, device=device, max_seconds=max_seconds,
                             time_limit=limit, threads=threads)
