@@ -37,6 +37,7 @@ class Mistakes:
         self._kinds: dict | None = None
         self._matched: dict[str, list[str]] = {}   # a kind named -> the keys of its candidates that fit
         self.fitting: list[str] = []   # the spec's mutants that fit the named case, closest first
+        self._named_case: tuple | None = None   # that case's evidence, to ask the kinds later
 
     @property
     def ambiguous(self) -> bool:
@@ -44,13 +45,22 @@ class Mistakes:
         return len(self.fitting) > 1
 
     def diagnosis(self, mid: str) -> Diagnosis:
-        m = self.spec.mistake(mid)
-        return Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
+        """The words of a spec's mistake or of a catalogue kind."""
+        kind = catalogue.kind_of(mid)
+        m = kind or self.spec.mistake(mid)
+        return Diagnosis(mid if kind else m.id, m.diagnosis.en, m.diagnosis.zh)
 
     def choose(self, mid: str, named_case: str, runs) -> str | None:
         """After the cases: the first of the mistakes that fit the named case (`mid` alone for a
-        kind) that is consistent with every case that ran (`consistent`); None when none is."""
-        return next((cand for cand in self.fitting or [mid] if self.consistent(cand, named_case, runs)), None)
+        kind) that is consistent with every case that ran (`consistent`); where the problem's own
+        mistakes fit that case but none fits every case, the catalogue's kinds are asked as if none
+        had fitted; None when nothing is consistent."""
+        cand = next((c for c in self.fitting or [mid] if self.consistent(c, named_case, runs)), None)
+        if cand is None and self.fitting and self._named_case is not None:
+            kind = self._kind(*self._named_case)
+            if kind is not None and self.consistent(kind.mistake, named_case, runs):
+                return kind.mistake
+        return cand
 
     @property
     def modules(self) -> dict:
@@ -77,7 +87,11 @@ class Mistakes:
         fits = self._fits(self.modules, case, prep, truth, low, sub, res, limits)
         if fits:
             self.fitting = list(dict.fromkeys(mid for _, mid in sorted(fits)))
+            self._named_case = (case, prep, truth, low, sub, res, limits)
             return self.diagnosis(self.fitting[0])
+        return self._kind(case, prep, truth, low, sub, res, limits)
+
+    def _kind(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
         if not _carries_numbers(sub):
             return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
         fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
@@ -86,8 +100,7 @@ class Mistakes:
             return None    # no candidate fits, or candidates of two kinds do: not sure which
         kid = kinds.pop()
         self._matched[kid] = [key for _, key in sorted(fits)]
-        kind = catalogue.kind_of(kid)
-        return Diagnosis(kid, kind.diagnosis.en, kind.diagnosis.zh)
+        return self.diagnosis(kid)
 
     def _fits(self, modules: dict, case, prep, truth, low, sub: Side, res, limits) -> list[tuple[float, str]]:
         out = []
@@ -134,9 +147,17 @@ class Mistakes:
             mres, _ = self.judged(case, run.prep, run.truth, run.low, mut, rules=bool(case.trace))
             if res.status == PASS and mres.status != PASS:
                 return False
-            if res.status == FAIL and (mres.status == PASS or match(run.sub, mut, run.limits, run.truth) is None):
-                return False
+            if res.status == FAIL and (mres.status == PASS or (match(run.sub, mut, run.limits, run.truth) is None
+                                                             and not (_overflows(run.sub) and _overflows(mut)))):
+                return False   # both overflowing is consistent: where NaN/inf appear depends on how it is written
         return True
+
+
+def _overflows(side: Side) -> bool:
+    """Some float output or gradient holds NaN or inf."""
+    values = [v for _, v in side.outs] + list(side.grads.values())
+    return any(isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())
+               for v in values)
 
 
 def _carries_numbers(sub: Side) -> bool:
