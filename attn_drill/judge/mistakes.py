@@ -7,8 +7,10 @@ fails in every other case that ran (`consistent`), but for the cases whose evide
 measured around the submission's room (peak memory): a mutant run in the judge has no such
 measurement. Where several mutants fit the first failing case (one mistake's symptom is part of
 another's), the grading goes on past it even when asked to stop at the first failure, and the first
-of them that is consistent with every case is named. Where no mutant fits, attn_drill.judge.symptoms
-may still say what the failures have in common.
+of them that is consistent with every case is named; where none is, the catalogue's kinds are asked
+as if none had fitted. A case where both sides overflow is consistent (where NaN/inf land depends on
+how the code is written). Where no mutant fits, attn_drill.judge.symptoms may still say what the
+failures have in common.
 """
 from __future__ import annotations
 
