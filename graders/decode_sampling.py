@@ -38,6 +38,7 @@ PROMISES = [
     ("filter order temperature -> top-k -> top-p -> min-p, each on the renormalised survivors", "filter_chain_"),
     ("temperature > 0 divides the logits before every filter", "filter_min_p_temperature_fp64"),
     ("temperature 0 is greedy: one-hot at the first index of the largest logit", "filter_greedy_ties_fp64"),
+    ("greedy ignores the other filters", "filter_greedy_filters_on_fp64"),
     ("top_k keeps every token tied with the k-th largest score", "filter_top_k_ties_fp64"),
     ("top_k >= V keeps every token; top_k = 0 is off", "filter_top_k_above_vocab_fp32"),
     ("top_p keeps a token iff the mass strictly more probable than it is < top_p (crossing token kept)",
@@ -185,14 +186,15 @@ def _crossing(ctx: Ctx, name, dtype):
     return _filter_case(name, torch.stack(rows), dtype, _filters(top_p=0.6), "the crossing token is kept")
 
 
-def _greedy_ties(ctx: Ctx, name, dtype):
-    """temperature 0 with the largest logit at two indices: the first index wins."""
+def _greedy_ties(ctx: Ctx, name, dtype, f=None):
+    """temperature 0 with the largest logit at two indices: the first index wins (f: the other filters)."""
     logits = ctx.randn(4, 9)
     for r in range(4):
         i, j = sorted(torch.randperm(9, generator=ctx.gen)[:2].tolist())
         logits[r, i] = logits[r, j] = float(logits[r].max()) + 1.0
-    return _filter_case(name, logits, dtype, _filters(temperature=0.0), "tied maxima: the first index",
-                        check_margins=False)
+    f = f or _filters(temperature=0.0)
+    note = "tied maxima: the first index" + ("" if f == _filters(temperature=0.0) else ", other filters on")
+    return _filter_case(name, logits, dtype, f, note, check_margins=False)
 
 
 # ---------------------------------------------------------------- sample_inverse_cdf cases
@@ -376,6 +378,7 @@ def cases(ctx: Ctx) -> list[Case]:
         _ties_top_p(ctx, "filter_top_p_ties_fp64", f64),
         _crossing(ctx, "filter_top_p_crossing_fp64", f64),
         _greedy_ties(ctx, "filter_greedy_ties_fp64", f64),
+        _greedy_ties(ctx, "filter_greedy_filters_on_fp64", f64, _filters(0.0, 3, 0.5, 0.2)),
         _random_logits(ctx, "filter_top_k_above_vocab_fp32", 3, 7, f32, _filters(temperature=0.9, top_k=12)),
         _random_logits(ctx, "filter_3d_fp32", 6, 9, f32, _filters(1.3, 4, 0.9, 0.05), lead=(2, 3)),
         _random_logits(ctx, "filter_large_logits_fp32", 4, 10, f32, _filters(0.5, 6, 0.95), scale=60.0,

@@ -21,6 +21,7 @@ PROMISES = [
     ("a split with no valid key of a sequence has out 0 and lse -inf", "partials_"),
     ("lse is the natural log of the sum of exp of the scaled scores", "partials_"),
     ("scale None means 1 / sqrt(D); a given scale multiplies the scores", "decode_gqa_fp64"),
+    ("split_partials applies its own scale", "partials_scale_fp64"),
     ("query head h reads KV head h // (Hq // Hkv): GQA, MHA and MQA", "decode_"),
     ("positions at or past cache_lens[b] hold garbage and get no weight", "partials_"),
     ("cache_lens[b] may be 1", "decode_gqa_fp64"),
@@ -125,6 +126,7 @@ def cases(ctx: Ctx) -> list[Case]:
         _decode_case(ctx, "partials_mha_ragged_fp32", P, [17, 4, 12], 17, 3, 3, 5, 6, f32),
         _decode_case(ctx, "partials_memory_fp64", P, _lens(ctx, 2, 96), 96, 10, 1, 4, 6, f64, memory=True),
         _decode_case(ctx, "partials_bf16", P, [30, 11], 30, 4, 2, 8, 8, bf16),
+        _decode_case(ctx, "partials_scale_fp64", P, [23, 9, 16], 23, 4, 2, 6, 5, f64, scale=0.9),
         _combine_case(ctx, "combine_fp64", 5, 2, 3, 4, f64),
         _combine_case(ctx, "combine_large_lse_fp64", 3, 2, 2, 3, f64, center=800.0, spread=2.0),
         _combine_case(ctx, "combine_far_apart_fp32", 4, 3, 2, 5, f32, spread=150.0),
@@ -159,7 +161,11 @@ def cases(ctx: Ctx) -> list[Case]:
             L = ctx.int(1, 90)
             target = P if i % 3 == 0 else FD
             large = dtype == f32 and ctx.int(0, 2) == 0
+            lens = _lens(ctx, B, L)
+            # a merge run split after split rounds once per split: in bfloat16, 88 of them drift by
+            # about 0.1, past the dtype's tolerance though the merge is right, so bfloat16 keeps <= 8 splits
+            split = ctx.int(-(-L // 8), 20) if dtype == bf16 else ctx.int(1, 20)
             out.append(_decode_case(ctx, f"random{i}_{'partials' if target == P else 'decode'}", target,
-                                    _lens(ctx, B, L), L, Hkv * G, Hkv, D, ctx.int(1, 20), dtype,
+                                    lens, L, Hkv * G, Hkv, D, split, dtype,
                                     scale=ctx.choice([None, 0.5]), large=large))
     return out

@@ -38,6 +38,7 @@ PROMISES = [
     ("the gates are three independent sigmoids of gate_logits, in the order (compressed, selected, window)",
      "nsa_"),
     ("scale None means 1 / sqrt(D); a given scale multiplies q.k in all branches", "nsa_scale_fp64"),
+    ("select_blocks applies its own scale", "select_scale_gqa_fp64"),
     ("GQA, MHA (Hq == Hkv) and MQA (Hkv == 1); Dv may differ from D", "nsa_"),
     ("T = 1, a T shorter than one block, a partial last block, T >= 64", "nsa_"),
     ("gradients w.r.t. q, k, v and gate_logits", "nsa_"),
@@ -141,6 +142,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _nsa_case(ctx, "nsa_l1_fp64", 3, 1, 2, 2, 5, 5, 3, 3, 3, torch.float64),
         _nsa_case(ctx, "nsa_scale_fp64", 2, 19, 6, 3, 4, 6, 3, 5, 4, torch.float64, scale=0.8),
         _select_case(ctx, "select_long_fp32", 1, 70, 6, 2, 10, 5, 6, torch.float32),
+        # a given scale, three query heads per group: the scale sharpens each head's softmax before the
+        # group's sum, so it moves the ranking
+        _select_case(ctx, "select_scale_gqa_fp64", 2, 27, 6, 2, 6, 4, 5, torch.float64, scale=1.5),
         _nsa_case(ctx, "nsa_long_fp32", 1, 70, 6, 2, 10, 9, 5, 6, 9, torch.float32),
     ]
     G, Hkv, bs = ctx.int(1, 3), ctx.int(1, 3), ctx.int(2, 6)

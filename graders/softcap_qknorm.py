@@ -6,7 +6,8 @@ sequence, small-norm rows. The QK-norm weights are set to random values by the p
 a norm after RoPE gives the same answer as one before it."""
 import torch
 
-from attn_drill.bank.api import Case, Ctx, padding_mask, traits
+from attn_drill.bank.api import Case, Ctx, Failure, padding_mask, traits, type_name
+from attn_drill.i18n import pick
 
 PROMISES = [
     ("soft_cap(x, cap) = cap * tanh(x / cap)", "soft_cap_"),
@@ -16,6 +17,7 @@ PROMISES = [
      "core_small_cap_pad_fp64"),
     ("capped_attention: softcap None means no cap", "core_no_cap_fp64"),
     ("layer: q_proj, k_proj, v_proj, o_proj without bias; q_norm.weight and k_norm.weight (head_dim,)", "layer_"),
+    ("layer: q_norm.weight and k_norm.weight are ones when built", "layer_norms_as_built"),
     ("layer: RMSNorm per head over head_dim, one weight shared by the heads, on q and k only", "layer_qknorm"),
     ("layer: the norm comes before RoPE", "layer_qknorm"),
     ("layer: scaling = query_pre_attn_scalar ** -0.5, head_dim ** -0.5 when None", "layer_gemma_cap_fp64"),
@@ -72,6 +74,28 @@ def _layer_case(ctx: Ctx, name, B, L, hidden, H, Hkv, D, dtype, qk_norm=True, so
                 **probe)
 
 
+def check_as_built(sub, ref, case) -> list:
+    if not isinstance(sub, dict):
+        return [pick(f"the probe expected the norm weights back; got {type_name(sub)}",
+                     f"探针期望得到归一化的权重；实际得到 {type_name(sub)}")]
+    D = case.init["head_dim"]
+    fails = []
+    for name in ("q_norm.weight", "k_norm.weight"):
+        w = sub.get(name)
+        if not isinstance(w, torch.Tensor):
+            fails.append(pick(f"the module has no parameter `{name}`; name it as the statement says",
+                              f"模块没有参数 `{name}`；请按题目的命名"))
+        elif tuple(w.shape) != (D,) or not bool((w.double() == 1).all()):
+            zeros = tuple(w.shape) == (D,) and not bool(w.any())
+            span = f"[{float(w.min()):.3g}, {float(w.max()):.3g}]" if w.numel() else "[]"
+            fails.append(Failure(pick(
+                f"as built, {name} should be ones of shape ({D},) (RMSNorm multiplies by the weight itself); "
+                f"it is {list(w.shape)} with values in {span}",
+                f"构建时 {name} 应为形状 ({D},) 的全 1（RMSNorm 乘的是权重本身）；实际形状为 {list(w.shape)}，"
+                f"取值在 {span}"), mistake="norm_weights_zeros" if zeros else None))
+    return fails
+
+
 def cases(ctx: Ctx) -> list[Case]:
     f64, f32, bf16 = torch.float64, torch.float32, torch.bfloat16
     L_long = ctx.int(64, 80)
@@ -103,6 +127,11 @@ def cases(ctx: Ctx) -> list[Case]:
         _layer_case(ctx, "layer_gemma_large_fp32", 2, 6, 16, 2, 2, 8, f32, qk_norm=False, softcap=50.0, qpas=16.0,
                     scale=8.0, rtol=1e-5),
         _layer_case(ctx, "layer_bf16", 2, 10, 16, 4, 2, 8, bf16, softcap=3.0, pad=True),
+        Case(name="layer_norms_as_built", target="SoftcapQKNormAttention",
+             init=dict(hidden_size=16, num_heads=4, num_kv_heads=2, head_dim=6, qk_norm=True, softcap=None,
+                       query_pre_attn_scalar=None, rope_theta=10000.0, rms_norm_eps=1e-6),
+             inputs={"x": ctx.randn(1, 3, 16)}, grad=False, probe="as_built", check=check_as_built,
+             traits=traits(B=1, L=3, H=4, mask="causal"), note="the QK-norm weights as the module builds them"),
     ]
     if ctx.full:
         for i in range(7):

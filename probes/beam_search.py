@@ -3,14 +3,25 @@
 TinyLM is the model the statement describes: one causal attention layer over learned token and
 position embeddings, with a KV cache whose rows can be reordered, built from weights the case gives.
 
-run  beam_search(model, prompt, **kwargs) -> (sequences, scores)"""
+run    beam_search(model, prompt, **kwargs) -> (sequences, scores)
+calls  the same search; the model calls it made, as (rows, length, start_pos)"""
 import torch
 
 from attn_drill.room import kit
 
 
 class TinyLM(kit.TinyLM):
-    """kit.TinyLM with lm_bias, and a cache whose rows can be reordered."""
+    """kit.TinyLM with lm_bias, and a cache whose rows can be reordered; each call is recorded with
+    its number of rows."""
+
+    def __call__(self, input_ids, start_pos):
+        rows = int(input_ids.shape[0]) if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 else -1
+        n = len(self.calls)
+        try:
+            return super().__call__(input_ids, start_pos)
+        finally:
+            if len(self.calls) > n:
+                self.calls[n].insert(0, rows)
 
     def reorder_cache(self, beam_idx: torch.Tensor) -> None:
         """Row n of the new cache is row beam_idx[n] of the old one (beam_idx (N,) int64)."""
@@ -23,3 +34,9 @@ class TinyLM(kit.TinyLM):
 def run(p):
     model = TinyLM(p.args["weights"], p.args["num_heads"], p.dtype)
     return p.target(model, p.inputs["prompt"].clone(), **p.kwargs)
+
+
+def calls(p):
+    model = TinyLM(p.args["weights"], p.args["num_heads"], p.dtype)
+    p.target(model, p.inputs["prompt"].clone(), **p.kwargs)
+    return {"calls": model.calls}

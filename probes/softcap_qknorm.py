@@ -13,3 +13,9 @@ def with_params(p):
                 raise AttributeError(f"the module has no parameter `{name}`; name it as the statement says")
             own[name].copy_(value)
     return p.impl(*p.inputs.values(), **p.kwargs)
+
+
+def as_built(p):
+    """The QK-norm weights as the module's own __init__ leaves them (nothing copied in)."""
+    own = dict(p.build(params=False).named_parameters())
+    return {name: (own[name].detach().clone() if name in own else None) for name in ("q_norm.weight", "k_norm.weight")}

@@ -345,6 +345,22 @@ def test_beam_grader_margins_hold_for_the_reference_path():
     grader = load("beam_search", "graders")
     for case in grader.cases(Ctx(2)):
         kw = case.kwargs
-        assert grader._search_margins_ok(case.probe_args["weights"], case.probe_args["num_heads"],
-                                         case.inputs["prompt"], kw["num_beams"], kw["max_new_tokens"],
-                                         kw["eos_token_id"], kw["length_penalty"], grader.MARGIN[case.dtype])
+        last = grader._search(case.probe_args["weights"], case.probe_args["num_heads"], case.inputs["prompt"],
+                              kw["num_beams"], kw["max_new_tokens"], kw["eos_token_id"], kw["length_penalty"],
+                              grader.MARGIN[case.dtype])
+        assert last is not None and 0 <= last < kw["max_new_tokens"]
+
+
+def test_beam_schedule_case_matches_the_calls_the_reference_makes(bs):
+    """The schedule the grader expects is the reference's own call log, and the search it describes
+    stops before the last step (so running on past full pools would show)."""
+    grader = load("beam_search", "graders")
+    probes = load("beam_search", "probes")
+    (case,) = [c for c in grader.cases(Ctx(3)) if c.name == "beams_schedule_fp64"]
+    kw = case.kwargs
+    want = case.check.args[0]
+    model = probes.TinyLM(case.probe_args["weights"], case.probe_args["num_heads"])
+    bs.beam_search(model, case.inputs["prompt"], kw["num_beams"], kw["max_new_tokens"], kw["eos_token_id"],
+                   kw["length_penalty"])
+    assert model.calls == want
+    assert len(want) < kw["max_new_tokens"]
