@@ -40,6 +40,15 @@ def memory_gb(value: str | float | None = None) -> float:
     return gb
 
 
+JUDGE_ALLOWANCE_GB = 3.0   # the judge's own work on top of what it may receive: references, memos
+
+
+def judge_memory_gb() -> float:
+    """Gigabytes the judge may allocate on top of what torch maps: a room's limit (it holds what a
+    room sends, capped per case by attn_drill.judge.untrusted) plus its own allowance."""
+    return memory_gb() + JUDGE_ALLOWANCE_GB
+
+
 def replay(pid: str, where: str, seed: int, full: bool = False, case: str | None = None) -> str:
     """The command that grades this file again with the same cases: `where` is the path as the user
     typed it ("" for the default ./<id>.py)."""

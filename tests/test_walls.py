@@ -488,6 +488,25 @@ def test_oversized_outputs_fail_their_case_and_do_not_grow_the_judge(judge, tmp_
     assert peak() - before < 150 << 20, (before, peak())
 
 
+def test_the_judges_own_memory_is_bounded_by_the_kernel_and_follows_memory_gb():
+    """Whatever a reply holds, the judge's address space has a limit the kernel keeps, set from
+    --memory-gb (soft: the rooms it starts set their own, lower, hard limits)."""
+    from attn_drill import rules
+    from attn_drill.client import JudgeClient
+
+    def soft_limit(gb: float) -> int:
+        with JudgeClient(memory_gb=gb) as client:
+            client.grade("mhsa", str(ROOT / "reference" / "mhsa.py"), 0)
+            for line in open(f"/proc/{client.proc.pid}/limits"):
+                if line.startswith("Max address space"):
+                    return int(line.split()[3])
+        raise AssertionError("no address-space line")
+    small, large = soft_limit(0.5), soft_limit(4.5)
+    assert 3.5 * (1 << 30) < small < 3.5 * (1 << 30) + (4 << 30)        # torch's own mapping is under 4 GB
+    assert abs((large - small) - (4 << 30)) < 512 << 20                    # 4 GB more for a room, 4 GB more here
+    assert rules.judge_memory_gb() > rules.memory_gb()
+
+
 def test_the_judges_store_of_reference_results_is_bounded_in_bytes():
     import torch
 

@@ -111,6 +111,10 @@ class Server:
             return protocol.failure("cancelled", "cancelled")
         except UsageError as exc:
             return protocol.failure("usage", str(exc))
+        except MemoryError:
+            from .. import rules
+            return protocol.failure("bug", f"the judge reached its memory limit ({rules.judge_memory_gb():g} GB "
+                                           f"on top of torch); raise it with --memory-gb or {rules.MEMORY_ENV}")
         except Exception as exc:  # noqa: BLE001 - a bank file's fault, or a bug: report it, keep serving
             fault = _bank_fault(getattr(req, "problem", None), exc)
             if fault or isinstance(exc, BankError):
@@ -148,6 +152,9 @@ def main() -> None:
     torch.set_num_threads(1)  # tiny tensors: threads only add contention
     from .rooms import Zygote
     rooms = Zygote().fork()   # before anything of the bank is loaded: rooms never hold it
+    from .. import rules
+    from ..room.limits import limit_memory
+    limit_memory(torch, rules.judge_memory_gb(), hard=False)   # what hostile replies could grow stops here
     try:
         import ctypes
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE 0: no reading this process's memory

@@ -1,20 +1,24 @@
-"""The memory limit of a process that runs submitted code (a room, the zygote it comes from)."""
+"""The memory limit of a process: a room or the zygote it comes from (hard: the code in it cannot raise
+it), or the judge (soft: the rooms it starts set their own below the hard limit)."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 
-def limit_memory(torch, gigabytes: float) -> None:
+def limit_memory(torch, gigabytes: float, hard: bool = True) -> None:
     """Cap this process's address space at what torch already maps plus `gigabytes`, so a huge
-    allocation in user code fails with an error instead of taking the machine. Not under CUDA,
-    which reserves huge address ranges of its own."""
+    allocation fails with MemoryError instead of taking the machine. Not under CUDA, which reserves
+    huge address ranges of its own."""
     import resource
     if torch.cuda.is_available():
         return
     try:
         vm = int(re.search(r"VmSize:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) * 1024
         limit = vm + int(gigabytes * (1 << 30))
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        top = limit if hard else resource.getrlimit(resource.RLIMIT_AS)[1]
+        if top != resource.RLIM_INFINITY and top < limit:
+            limit = top
+        resource.setrlimit(resource.RLIMIT_AS, (limit, top))
     except (OSError, ValueError, AttributeError):
         pass
