@@ -10,9 +10,9 @@ chosen once per process: by `--lang`, else ATTN_DRILL_LANG, else the workspace o
 """
 from __future__ import annotations
 
-import re
 
 from .messages import MESSAGES
+from . import lazyre
 
 LANGS = ("en", "zh")
 _lang = "en"
@@ -70,9 +70,9 @@ def index(ix) -> str:
 
 _CJK = "\u4e00-\u9fff"
 _CJK_MARKS = "\u3000-\u303f\uff00-\uffef"     # full-width punctuation: ，。（）：；
-_SPACE_AFTER = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9`(])")
-_SPACE_BEFORE = re.compile(f"(?<=[A-Za-z0-9`)])(?=[{_CJK}])")
-_BETWEEN = re.compile(f"(?<=[{_CJK}{_CJK_MARKS}])[ \t]+(?=[{_CJK}{_CJK_MARKS}])")
+_SPACE_AFTER = lazyre.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9`(])")
+_SPACE_BEFORE = lazyre.compile(f"(?<=[A-Za-z0-9`)])(?=[{_CJK}])")
+_BETWEEN = lazyre.compile(f"(?<=[{_CJK}{_CJK_MARKS}])[ \t]+(?=[{_CJK}{_CJK_MARKS}])")
 
 
 def spaced(text: str) -> str:

@@ -1,15 +1,15 @@
 """Plain results the engine returns and the renderers read. No torch: they cross a process boundary as JSON."""
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+from . import lazyre
 
 PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 
 # control characters (but tab and newline), DEL, C1 controls, lone surrogates, and U+FFFE/U+FFFF: none
 # may reach a terminal (escape sequences), an XML file (invalid there) or a page from user code
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNPRINTABLE = lazyre.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def printable(text: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .. import lazyre
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -155,7 +156,7 @@ def _outside_code(text: str, fn) -> str:
 
 _CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
 # a space between two Chinese characters, also with Markdown's ** or * beside one of them (**key 维** 上)
-_CJK_GAP = re.compile(f"(?<=[{_CJK}])(\\*{{0,2}})[ \t]+(\\*{{0,2}})(?=[{_CJK}])")
+_CJK_GAP = lazyre.compile(f"(?<=[{_CJK}])(\\*{{0,2}})[ \t]+(\\*{{0,2}})(?=[{_CJK}])")
 
 
 def _text(value: Any, path: Path, where: str) -> Text:

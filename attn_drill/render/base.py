@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..results import ERROR, FAIL, PASS, SKIP
+from .. import lazyre
 
 STYLE = {PASS: "green", FAIL: "red", ERROR: "red", SKIP: "yellow", "-": "dim"}
 FIRST_SCREEN = 24          # lines: the part of a report that must fit a 80×24 terminal
@@ -123,11 +124,11 @@ def pad(text: str, cells: int) -> str:
 # Lines break at spaces and between two CJK characters, never inside a word or a command; a CJK
 # closing mark (，。）…) never starts a line and an opening one (（“) never ends one.
 CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"     # Chinese characters and full-width marks
-_CJK_CHAR = re.compile(f"[{CJK}]")
+_CJK_CHAR = lazyre.compile(f"[{CJK}]")
 NO_START = set("，。、；：！？）】」』》〉”’…·%")
 NO_END = set("（【「『《〈“‘")
 SEPARATORS = ("·", "|")
-_WORDS = re.compile(f"[{CJK}]|[^\\s{CJK}]+\\s*|\\s+")     # kept for tables: what may not be split
+_WORDS = lazyre.compile(f"[{CJK}]|[^\\s{CJK}]+\\s*|\\s+")     # kept for tables: what may not be split
 VERBS = ("list", "show", "new", "check", "watch", "mock", "quiz", "today", "plan", "grade", "bench", "hint",
          "solution", "reset", "progress", "drill", "verify", "config", "--help", "--version",
          "--show-completion", "--install-completion")
@@ -346,7 +347,7 @@ def fitted_table(columns: list[dict], rows: list[list], width: int, **table_kw) 
     return t
 
 
-_CJK_BREAK = re.compile(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])[ \t]*\n[ \t]*"
+_CJK_BREAK = lazyre.compile(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])[ \t]*\n[ \t]*"
                         r"(?=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])")
 
 
