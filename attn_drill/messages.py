@@ -175,9 +175,11 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                 "评测你的代码的进程发回了无法读取的回复（{why}）"),
     "engine.full_float64": ("float32-level error in a float64 case (relative error {err}, above the float64 bound "
                             "{bound}): the statement asks float64 inputs to be computed in float64 in what this case "
-                            "checks (a .float() or a float32 constant?)",
+                            "checks. Either a step ran in float32 (a .float() or a float32 constant?) or a slip of "
+                            "logic is this small (a constant such as eps in another place?)",
                             "float64 用例中出现 float32 级别的误差（相对误差 {err}，超过 float64 的界 {bound}）：题目要求"
-                            "本用例所检查的部分对 float64 输入全程用 float64 计算（是不是用了 .float() 或 float32 常数？）"),
+                            "本用例所检查的部分对 float64 输入全程用 float64 计算。要么某一步用 float32 算了（是不是用了 "
+                            ".float() 或 float32 常数？），要么是一个影响这么小的逻辑错误（比如 eps 放错了位置？）"),
     "engine.precision_note": ("float32-level error in a float64 case (relative error {err}): a float32 constant "
                               "(torch.tensor of Python floats is float32), a .float() upcast, or a float32 buffer? "
                               "It passes: in float64 cases, rounding at float32 level is not a mistake of logic",

@@ -40,6 +40,15 @@ class UserProblem:
     def from_dict(cls, d):
         return cls(d["kind"], d["message"], [Frame(**f) for f in d.get("frames", [])])
 
+    @property
+    def unwritten(self) -> bool:
+        """A part not written yet: NotImplementedError raised by the code's own `raise` line (the stub's),
+        not by a library call on that line (torch's "not implemented for 'BFloat16'" is a real failure)."""
+        if not self.message.startswith("NotImplementedError"):
+            return False
+        code = self.frames[-1].code if self.frames else ""
+        return not code or (code.lstrip().startswith("raise") and "NotImplementedError" in code)
+
 
 @dataclass
 class Diagnosis:

@@ -4,7 +4,7 @@ TinyLM is the model the statement describes: one causal attention layer over lea
 position embeddings, with a KV cache whose rows can be reordered, built from weights the case gives.
 
 run    beam_search(model, prompt, **kwargs) -> (sequences, scores)
-calls  the same search; the model calls it made, as (rows, length, start_pos)"""
+calls  the same search; the model calls it made, as (rows, length, start_pos), and its sequences"""
 import torch
 
 from attn_drill.room import kit
@@ -38,5 +38,6 @@ def run(p):
 
 def calls(p):
     model = TinyLM(p.args["weights"], p.args["num_heads"], p.dtype)
-    p.target(model, p.inputs["prompt"].clone(), **p.kwargs)
-    return {"calls": model.calls}
+    out = p.target(model, p.inputs["prompt"].clone(), **p.kwargs)
+    seqs = out[0] if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) else None
+    return {"calls": model.calls, "sequences": seqs}

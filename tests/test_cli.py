@@ -85,6 +85,25 @@ def test_check_missing_file_is_a_usage_error(cli_env, tmp_path, monkeypatch):
     assert res.exit_code == 2
 
 
+def test_a_library_not_implemented_error_is_a_failure_not_an_unwritten_stub(cli_env, tmp_path):
+    """torch raising NotImplementedError (an op without a bfloat16 kernel) on a written line is the
+    code's failure, with torch's words; only the code's own `raise NotImplementedError` is "not written"."""
+    path = tmp_path / "mhsa.py"
+    path.write_text((ROOT / "reference" / "mhsa.py").read_text().replace(
+        "        return self.out_proj(out)",
+        "        if x.dtype == torch.bfloat16:\n"
+        "            torch.linalg.solve_triangular(torch.eye(2, dtype=x.dtype), torch.ones(2, 1, dtype=x.dtype),"
+        " upper=False)\n"
+        "        return self.out_proj(out)"))
+    res = invoke(["check", "mhsa", str(path), "--json"], cli_env)
+    report = json.loads(res.output)
+    failed = [t for t in report["tests"] if t["status"] != "pass"]
+    assert res.exit_code == 1 and failed and all("bf16" in t["name"] for t in failed), report["message"]
+    assert len(report["tests"]) > len(failed) + 1                  # grading went on past the first failure
+    assert "not implemented for 'BFloat16'" in failed[0]["message"]
+    assert "not written yet" not in res.output and "still raises" not in res.output
+
+
 def test_check_stub_fails_and_reference_passes(cli_env, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     invoke(["new", "mhsa"], cli_env)

@@ -364,3 +364,21 @@ def test_beam_schedule_case_matches_the_calls_the_reference_makes(bs):
                    kw["length_penalty"])
     assert model.calls == want
     assert len(want) < kw["max_new_tokens"]
+
+
+def test_beam_schedule_names_running_past_full_pools_only_with_the_right_beams():
+    """A call log that runs to the last step is `runs_past_full_pools` only when the search found the
+    reference's beams; a search that ranks wrongly fills its pools later, so it runs on for that reason."""
+    import torch
+    grader = load("beam_search", "graders")
+    (case,) = [c for c in grader.cases(Ctx(3)) if c.name == "beams_schedule_fp64"]
+    want = case.check.args[0]
+    N, P, _ = want[0]
+    T = case.kwargs["max_new_tokens"]
+    seqs = torch.arange(12).view(2, 2, 3)
+    ref = {"calls": want, "sequences": seqs}
+    long_log = grader._schedule(N, P, T - 1)
+    (right,) = case.check({"calls": long_log, "sequences": seqs.clone()}, ref, case)
+    (wrong,) = case.check({"calls": long_log, "sequences": seqs.flip(0)}, ref, case)
+    assert right.mistake == "runs_past_full_pools" and wrong.mistake is None
+    assert case.check({"calls": want, "sequences": seqs.flip(0)}, ref, case) == []

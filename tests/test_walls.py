@@ -253,6 +253,28 @@ def test_memory_is_measured_from_outside_the_room_whatever_builds_the_matrix(jud
     assert case.status == "fail" and "measured by the operating system" in case.message, case.message
 
 
+REPEATED_CACHE = {          # the cache copied per query head, made from an expanded view: a copy larger than any input
+    "repeat_interleave": "{x}.repeat_interleave(G, dim=2)",
+    "expand + contiguous": "{x}[:, :, :, None].expand(-1, -1, -1, G, -1).contiguous().flatten(2, 3)",
+    "expand + clone": "{x}[:, :, :, None].expand(-1, -1, -1, G, -1).clone().flatten(2, 3)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(REPEATED_CACHE))
+def test_a_copy_larger_than_every_input_counts_against_the_element_limit(judge, tmp_path, route):
+    fixture = ROOT / "tests" / "fixtures" / "symptoms" / "flash_decoding__unnamed_cache_repeated_per_head.py"
+    source = fixture.read_text()
+    for x in ("k_cache", "v_cache"):
+        old = f"{x} = {x}.repeat_interleave(G, dim=2)"
+        assert old in source
+        source = source.replace(old, f"{x} = " + REPEATED_CACHE[route].format(x=x))
+    path = tmp_path / "flash_decoding.py"
+    path.write_text(source)
+    report = _grade(judge, "flash_decoding", path, case="partials_memory_fp64")
+    case = _case(report, "partials_memory_fp64")
+    assert case.status == "fail" and "elements" in case.message and "limit" in case.message, case.message
+
+
 FROZEN = {
     "requires_grad_(False)": ("        self.dropout = nn.Dropout(dropout)\n",
                               "        self.dropout = nn.Dropout(dropout)\n"

@@ -29,7 +29,7 @@ from .compare import weights_detail
 from .mistakes import Mistakes
 from .prepare import LazyObs, Prepared, ProblemFiles, reference_sides
 from .rooms import RoomFailure, Zygote
-from .verdicts import judge, report_verdict, stub_message
+from .verdicts import judge, property_failure, report_verdict, stub_message
 
 
 class Target:
@@ -217,7 +217,7 @@ class Grading:
             if res.status in (FAIL, ERROR):
                 if "--case" not in r.replay:
                     r.replay = self._replay(res.name)
-                stub = bool(res.problem and res.problem.message.startswith("NotImplementedError"))
+                stub = bool(res.problem and res.problem.unwritten)
                 if (self.fail_fast and not self.mistakes.ambiguous) or res.status == ERROR or stub:
                     break
         self._explain()
@@ -236,6 +236,8 @@ class Grading:
                 r.diagnosis = d
         if r.diagnosis is not None or r.first_failure() is None:
             return
+        if any(property_failure(run.result) for run in self.runs):
+            return        # a rule of how the code ran was broken: its own message says what, a pattern would not
         sym = symptoms.explain(self.first_evidence, [(run.result, run.case) for run in self.runs])
         if sym is not None:
             r.symptom = Diagnosis(sym.id, sym.en, sym.zh)

@@ -21,6 +21,17 @@ def _value_str(v) -> str:
     return f"{type(v).__name__} {v!r}"[:120]
 
 
+# what a case failed by when it failed a property rather than a value (CaseResult.tensor): the
+# inputs changed in place, two runs that differ, an op-trace rule ("trace rule <i>")
+PROPERTY_INPUTS, PROPERTY_REPEAT, PROPERTY_TRACE = "inputs", "repeat", "trace rule"
+
+
+def property_failure(res: CaseResult) -> bool:
+    """The case failed a property of how the code ran, not the values it returned."""
+    return res.status == FAIL and (res.tensor in (PROPERTY_INPUTS, PROPERTY_REPEAT)
+                                   or res.tensor.startswith(PROPERTY_TRACE))
+
+
 def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bool = True,
            tol_dtype=None) -> tuple[CaseResult, dict]:
     res = CaseResult(case.name, PASS, case.shapes(), str(case.dtype).replace("torch.", ""), case.note)
@@ -35,6 +46,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
             res.status = ERROR
         return res, limits
     if sub.mutated:
+        res.tensor = PROPERTY_INPUTS
         return _fail(res, "forward", t("judge.mutated", names=", ".join(sub.mutated))), limits
     low_map = dict(low.outs) if low else {}
     sub_map = dict(sub.outs)
@@ -88,6 +100,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
             res.detail = detail(got, expect, cmp, case.axes)
             return res, limits
     if sub.nondeterministic:
+        res.tensor = PROPERTY_REPEAT
         return _fail(res, "forward", t("judge.nondeterministic", what=sub.nondeterministic)), limits
     # -- gradients
     if case.grad and truth.grads:
@@ -120,7 +133,7 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
     for i, rule in enumerate(case.trace if rules else ()):
         msg = rule.verdict(sub, case)
         if msg:
-            res.tensor = f"trace rule {i}"
+            res.tensor = f"{PROPERTY_TRACE} {i}"
             return _fail(res, "forward", msg), limits
     return res, limits
 
@@ -185,7 +198,7 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
 
 
 def stub_message(problem: UserProblem) -> str:
-    if problem.message.startswith("NotImplementedError") and problem.frames:
+    if problem.unwritten and problem.frames:
         fr = problem.frames[-1]
         return t("judge.not_written", file=fr.file, line=fr.line, func=fr.func)
     return problem.message

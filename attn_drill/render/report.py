@@ -171,7 +171,7 @@ def summary_line(r: Report) -> str:
                                         r.problem_error.kind in ("timeout", "crash", "runner", "memory")):
         return first_line(r.problem_error.message)
     if len(ran) == 1 and len(failed) == 1 and failed[0].problem is not None and \
-            failed[0].problem.message.startswith("NotImplementedError"):
+            failed[0].problem.unwritten:
         return t("report.stub")
     parts = []
     if failed:
@@ -236,7 +236,7 @@ def _first_case(c: CaseResult, inner: int, level: int, said: set) -> Group:
     for msg in c.checks[1:1 + (level < 2)]:
         rows.append(Para(f"• {msg}", indent=2, hang=4, max_lines=2))
     if c.problem is not None:
-        if c.problem.message.startswith("NotImplementedError"):
+        if c.problem.unwritten:
             said.add(first_line(c.problem.message))       # "not written yet" says it already
         rows.append(_problem_lines(c.problem, inner, (2, 2, 1, 1)[level], said))
     return Group(*rows)
