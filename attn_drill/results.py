@@ -7,9 +7,11 @@ from . import lazyre
 
 PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
 
-# control characters (but tab and newline), DEL, C1 controls, lone surrogates, and U+FFFE/U+FFFF: none
+# control characters (but tab and newline), DEL, C1 controls, the bidi and zero-width format characters,
+# lone surrogates, and U+FFFE/U+FFFF: none
 # may reach a terminal (escape sequences), an XML file (invalid there) or a page from user code
-_UNPRINTABLE = lazyre.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNPRINTABLE = lazyre.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069"
+                               "\ufeff\ud800-\udfff\ufffe\uffff]")
 
 
 def printable(text: str) -> str:

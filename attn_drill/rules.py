@@ -52,6 +52,8 @@ def judge_memory_gb() -> float:
 def replay(pid: str, where: str, seed: int, full: bool = False, case: str | None = None) -> str:
     """The command that grades this file again with the same cases: `where` is the path as the user
     typed it ("" for the default ./<id>.py)."""
+    from .results import printable
+    where = printable(where)
     return (f"attn-drill check {pid}{' ' + where if where else ''} --seed {seed}"
             + (f" --case {case}" if case else "") + (" --full" if full else ""))
 

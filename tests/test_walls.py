@@ -121,6 +121,12 @@ REFLECTION = {
     "dunder by match": "match 1:\n    case int(__class__=c):\n        pass\n",
     "the room's check": "__attn_drill_own__ = lambda x: x\n",
     "the room's check as a parameter": "def f(self, __attn_drill_own__=None):\n    return self._x\n",
+    # a library's helper that follows attributes by a name in a string: its submodule is on no list
+    "a library's getattr helper": "import torch\ntorch.ao.quantization.utils.getattr_from_fqn(torch, 'sys')\n",
+    "a library's helper imported": "from torch.ao.quantization.utils import getattr_from_fqn\n",
+    "a library's helper by module": "import torch.ao.quantization.utils as u\n",
+    "a library's helper through a module": "import torch.nn.functional as F\nF.torch.ao\n",
+    "an unlisted corner of torch.utils": "import torch.utils.hooks\n",
 }
 
 
@@ -154,6 +160,53 @@ def test_reflection_by_string_is_refused_in_the_room_without_the_policy(bare, tm
     assert report.status != "pass" and report.problem_error is not None, (route, report.message)
     said = report.problem_error.message
     assert any(w in said for w in ("not allowed", "forbids", "own classes")), (route, said)
+
+
+ROOM_PATHS = {
+    # the hook never runs the submission's own code: a path object of its own is refused, not called
+    # (Python's own calls convert a path before their event; an event raised by hand hands the object over)
+    "an object's own path, opened": "import sys\nclass P:\n    def __fspath__(self):\n        return 'x'\n"
+                                    "sys.audit('open', P(), 'r', 0)\n",
+    "an object's own path, listed": "import sys\nclass P:\n    def __fspath__(self):\n        return '.'\n"
+                                    "sys.audit('os.listdir', P())\n",
+    # the kernel's own files are read-only for a room: a reset of the peak it measures is refused
+    "the peak reset": "open('/proc/self/clear_refs', 'w').write('5')\n",
+    "the peak reset by pathlib": "import pathlib\npathlib.Path('/proc/self/clear_refs').write_text('5')\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROOM_PATHS))
+def test_the_audit_hook_calls_no_submitted_code_and_writes_no_kernel_file(bare, tmp_path, route):
+    path = tmp_path / "mhsa.py"
+    path.write_text(MHSA + "\n" + ROOM_PATHS[route])
+    report = bare("mhsa", path)
+    assert report.status != "pass" and report.problem_error is not None, (route, report.message)
+    assert "not allowed" in report.problem_error.message, (route, report.problem_error.message)
+
+
+RECORDS = {
+    "progress read": "open(os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'))\n",
+    "progress written": "open(os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'), 'w').write('FORGED')\n",
+    "spec cache written": "open(os.path.join(os.environ['ATTN_DRILL_CACHE'], 'specs.pickle'), 'wb')\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(RECORDS))
+def test_check_keeps_a_submission_off_the_progress_records_and_the_spec_cache(tmp_path, route):
+    """Without an OS sandbox (`check` of one's own file), what the next grading or `list` reads is
+    still out of reach: the progress records and the cache of parsed specs."""
+    home, cache, work = tmp_path / "home", tmp_path / "cache", tmp_path / "work"
+    for d in (home, cache, work):
+        d.mkdir()
+    (home / "state.json").write_text("{}")
+    (work / "mhsa.py").write_text("import os\n" + MHSA + "\n" + RECORDS[route])
+    env = {**ENV, "ATTN_DRILL_HOME": str(home), "ATTN_DRILL_CACHE": str(cache)}
+    res = subprocess.run([sys.executable, "-m", "attn_drill", "check", "mhsa", "mhsa.py", "--json"], cwd=work,
+                         env=env, capture_output=True, text=True, timeout=300)
+    report = json.loads(res.stdout)
+    assert res.returncode != 0 and report["status"] != "pass", route
+    assert "not allowed" in json.dumps(report), route
+    assert "FORGED" not in (home / "state.json").read_text() and not (cache / "specs.pickle").exists()
 
 
 def test_own_objects_keep_their_private_names(bare, tmp_path):
@@ -249,8 +302,28 @@ def test_memory_is_measured_from_outside_the_room_whatever_builds_the_matrix(jud
     path = tmp_path / "flash_attention.py"
     path.write_text(FULL_MATRIX[route] + _FLASH_TAIL)
     report = _grade(judge, "flash_attention", path, case="memory_fp64")
+    if route == "numpy":      # no op trace sees numpy: where a rule rests on the trace, the spec refuses it
+        assert report.status == "error" and "forbids" in report.message, report.message
+        return
     case = _case(report, "memory_fp64")
     assert case.status == "fail" and "measured by the operating system" in case.message, case.message
+
+
+UNTRACED = {     # routes around torch's ops where a rule rests on them: refused by the problem's spec
+    ("flash_decoding", "numpy imported"): "import numpy as np\n",
+    ("flash_decoding", "a tensor as numpy"): "def _peek(x):\n    return x.numpy()\n",
+    ("flash_attention", "numpy by name"): "import numpy\n",
+    ("sdpa_backward", "a graph node called"): "def _back(o, g):\n    return o.grad_fn(g)\n",
+    ("sdpa_backward", "the graph walked"): "def _walk(o):\n    return o.grad_fn.next_functions\n",
+}
+
+
+@pytest.mark.parametrize("pid,route", sorted(UNTRACED))
+def test_routes_the_op_trace_cannot_see_are_refused_where_a_rule_rests_on_it(judge, tmp_path, pid, route):
+    path = tmp_path / f"{pid}.py"
+    path.write_text((ROOT / "reference" / f"{pid}.py").read_text() + "\n\n" + UNTRACED[(pid, route)])
+    report = _grade(judge, pid, path)
+    assert report.status == "error" and "forbids" in report.message, (route, report.message)
 
 
 REPEATED_CACHE = {          # the cache copied per query head, made from an expanded view: a copy larger than any input
@@ -553,6 +626,18 @@ def test_what_a_submission_prints_reaches_the_terminal_neutralised(tmp_path):
         shown = res.stdout + res.stderr
         assert "PASS all cases passed" in shown            # the text is shown...
         assert not any(ch in shown for ch in "\x1b\x07\x08\x00\r"), repr(shown[:2000])   # ...never its controls
+
+
+def test_a_file_name_and_format_characters_reach_the_terminal_neutralised(tmp_path):
+    """The file's own name is the user's text too, and so are the bidi and zero-width format
+    characters (U+202E turns what follows around on a terminal)."""
+    name = "spoof\x1b[32mPASS\x1b[0m\u202e.py"
+    (tmp_path / name).write_text(WRONG_MHSA.replace("        B, L, E = x.shape\n",
+                                                    "        B, L, E = x.shape\n        print('\u2066PASS\u2069')\n"))
+    res = _check(tmp_path, "mhsa", name, "--seed", "3", "--verbose")
+    shown = res.stdout + res.stderr
+    assert res.returncode == 1 and "spoof" in shown, shown[-2000:]
+    assert not any(ch in shown for ch in "\x1b\u202e\u2066\u2069"), repr(shown[:2000])
 
 
 @needs_sandbox

@@ -22,6 +22,7 @@ the submission's code, running text as code, frames): attn_drill.room.guards.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
 import sys
 from dataclasses import dataclass, field
@@ -75,6 +76,22 @@ REFUSED = ("torch.library", "torch.utils.cpp_extension", "torch.hub", "torch.mul
            "numpy.savez_compressed", "numpy.savetxt", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",
            "numpy.memmap", "numpy.lib.format", "numpy.testing", "numpy.lib.npyio", "matplotlib.pyplot.show",
            "os.path.os", "unittest.mock")
+# Inside the modules above that allow ALL, a submodule (a package or file of the installed library,
+# found on disk: no import here) is allowed only when listed: an allow-list, since a library's other
+# corners hold helpers that follow attributes by a name in a string (torch.ao's getattr_from_fqn)
+SUBMODULES: dict[str, set] = {
+    "torch": {"nn", "linalg", "fft", "special", "autograd", "testing", "random", "func", "distributions",
+              "cuda", "amp", "backends", "utils", "types", "masked", "nested", "sparse", "functional", "return_types",
+              "version", "storage"},
+    "torch.nn": {"functional", "init", "modules", "parameter", "attention", "common_types"},
+    "torch.nn.attention": {"flex_attention", "bias"},
+    "torch.utils": {"checkpoint", "flop_counter"},
+    "torch.autograd": {"function", "functional", "grad_mode", "graph", "forward_ad"},
+    "torch.testing": set(),
+    "torch.backends": {"cuda", "cudnn", "mkl", "mps", "opt_einsum"},
+    "torch.cuda": {"amp"},
+    "torch.amp": {"autocast_mode", "grad_scaler"},
+}
 DENIED_ATTRS = {
     "os", "sys", "subprocess", "ctypes", "ctypeslib", "_ctypes", "gc", "inspect", "importlib", "builtins",
     "socket", "pickle", "marshal", "multiprocessing", "threading", "signal", "resource", "cpp_extension",
@@ -84,7 +101,7 @@ DENIED_ATTRS = {
     "ag_frame", "ag_code", "co_code", "co_consts", "func_globals", "settrace", "setprofile",
     "dlopen", "cdll", "CDLL", "compile", "_getframe", "audit", "addaudithook", "fdopen", "dup2",
     "from_file", "tofile", "fromfile", "memmap", "save", "get_type_hints", "get_field", "Formatter", "jit", "fx",
-    "exc_info", "excepthook", "displayhook",
+    "exc_info", "excepthook", "displayhook", "ao", "quantization", "getattr_from_fqn", "attrgetter", "methodcaller",
 }
 ALLOWED_DUNDERS = {"__init__", "__name__", "__doc__"}
 DENIED_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "__builtins__",
@@ -181,6 +198,36 @@ def reserved_names(tree: ast.AST):
                     yield node, item
 
 
+def _submodules_listed(dotted: str) -> bool:
+    """Every submodule on the way to `dotted` is in SUBMODULES ("torch.ao.quantization.x" is not)."""
+    parts = dotted.split(".")
+    for i in range(1, len(parts)):
+        parent, name = ".".join(parts[:i]), parts[i]
+        listed = SUBMODULES.get(parent)
+        if listed is None:
+            return True                   # a parent without a list: its own entry decides
+        if name not in listed and _is_submodule(parent, name):
+            return False
+    return True
+
+
+@functools.cache
+def _is_submodule(parent: str, name: str) -> bool:
+    """`parent.name` is a package or module file of the installed library (read from the disk)."""
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(parent.split(".")[0])
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for base in spec.submodule_search_locations:
+        folder = Path(base, *parent.split(".")[1:])
+        if (folder / name / "__init__.py").is_file() or (folder / f"{name}.py").is_file() or \
+                any(folder.glob(f"{name}.*.so")):
+            return True
+    return False
+
+
 def _public(dotted: str) -> bool:
     return not any(p.startswith("_") for p in dotted.split(".") if p != "__future__")
 
@@ -255,6 +302,9 @@ class _Visitor(ast.NodeVisitor):
             self.refuse(node, t("policy.outside", what=dotted))
             return False
         first = rest.split(".")[0] if rest else ""
+        if rule is ALL and not _submodules_listed(dotted):
+            self.refuse(node, t("policy.outside", what=dotted))
+            return False
         if first and rule is not ALL and first not in rule:
             self.refuse(node, t("policy.only", what=dotted, module=top, allowed=", ".join(sorted(rule))))
             return False

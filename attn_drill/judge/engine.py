@@ -22,7 +22,7 @@ from ..bank import policy, sources
 from ..bank.api import Case, Ctx, Failure, case_seed
 from ..errors import GraderBug, UsageError
 from ..i18n import lang, t
-from ..results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Report
+from ..results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Report, printable
 from ..room.side import Side
 from . import precision, symptoms, untrusted
 from .compare import weights_detail
@@ -105,7 +105,9 @@ class Grading:
         self.fail_fast, self.diagnose = fail_fast, diagnose
         self.time_limit = rules.time_limit(self.spec, full, time_limit)
         self.cancel_fd = cancel_fd
-        self.report = Report(problem, target.shown or target.path, seed, full=full, where=target.where())
+        # the file's name is the user's text, shown on terminals and in reports: made printable
+        self.report = Report(problem, printable(target.shown or target.path), seed, full=full,
+                             where=printable(target.where()))
         self.room = None
         self.files: ProblemFiles | None = None
         self.mistakes: Mistakes | None = None

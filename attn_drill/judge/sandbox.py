@@ -102,9 +102,15 @@ def command(scratch: Path) -> tuple[list[str], dict]:
 
 def hidden_from(path: str) -> list[str]:
     """What a room grading a file in the user's own folder may not touch (no OS sandbox there): the
-    bank and the progress records."""
+    bank, the progress records (the user's and a folder's own) and the cache of parsed specs (what
+    the next grading reads)."""
+    from ..bank import cache
+    from ..progress import store
     here = Path(path).resolve().parent
-    return bank_dirs() + [str(here / ".attn-drill"), str(Path.cwd() / ".attn-drill")]
+    kept = [Path(store.home())] + ([Path(cache.folder())] if cache.folder() is not None else [])
+    # a record folder set to hold the code itself (ATTN_DRILL_HOME=.) cannot be hidden from it
+    kept = [str(k) for k in kept if not here.is_relative_to(k.expanduser().resolve())]
+    return bank_dirs() + kept + [str(here / ".attn-drill"), str(Path.cwd() / ".attn-drill")]
 
 
 UNPROTECTED = "grade.unprotected"     # the message that lists what grading without a sandbox does not protect

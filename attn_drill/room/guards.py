@@ -24,6 +24,7 @@ runs and cannot be undone from Python: there is no switch to turn off, no handle
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import sys
 import threading
@@ -197,6 +198,9 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             return None
         if isinstance(path, bytes):
             path = os.fsdecode(path)
+        if not isinstance(path, (str, pathlib.PurePath, os.DirEntry)):
+            # os.fspath would run the object's own __fspath__ here, inside the hook, beside its state
+            refuse(f"a path given as a {type(path).__name__} (give a str or a pathlib.Path)")
         try:
             return os.path.realpath(os.path.join(os.getcwd(), os.fspath(path)))
         except (TypeError, ValueError, OSError):
@@ -217,6 +221,8 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         parts = full.split(os.sep)
         if len(parts) > 2 and parts[1] == "proc" and parts[2] not in own and parts[2].isdigit():
             refuse(f"looking at another process ({full})")
+        if writing and len(parts) > 1 and parts[1] in ("proc", "sys"):
+            refuse(f"writing {full} (the kernel's own files: e.g. clear_refs would reset the measured peak)")
         if writing and writable is not None and not under(full, writable):
             refuse(f"writing {full}")
 
