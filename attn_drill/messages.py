@@ -269,6 +269,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "(not {top})", "`import {module}`：评测代码只能导入 torch、math、numpy 和少数标准库模块（不能导入 {top}）"),
     "policy.private_module": ("`{module}` is a private module; use torch's public API",
                               "`{module}` 是私有模块；请使用 torch 的公开 API"),
+    "policy.library_store": ("`{what}` is a library's own attribute: graded code may not replace or delete it "
+                             "(what other code calls would become yours)",
+                             "`{what}` 是库自己的属性：评测代码不能替换或删除它（否则别的代码调用的就成了你的代码）"),
+    "policy.wraps_names": ("functools.wraps only with the function it wraps: `assigned` and `updated` copy attributes "
+                           "named in strings", "functools.wraps 只能传入被包装的函数：`assigned` 和 `updated` 会按字符串"
+                                               "中的名字复制属性"),
     "policy.outside": ("`{what}` reaches outside what graded code may use", "`{what}` 超出了评测代码可以使用的范围"),
     "policy.star": ("`from {module} import *` is not allowed in graded code", "评测代码中不允许 `from {module} import *`"),
     "policy.only": ("`{what}`: graded code may use only {allowed} from {module}",

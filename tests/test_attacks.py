@@ -75,8 +75,10 @@ def _graded(client, name, **kw):
 
 
 # ---------------------------------------------------------------- 1. patching the judge in-process
-def test_poisoning_a_library_function_cannot_reach_the_reference(client):
-    r = _graded(client, "poison_math")          # math.sqrt = 1: the policy allows it, and it only hurts itself
+def test_poisoning_a_library_function_cannot_reach_the_reference(client, bare):
+    r = _graded(client, "poison_math")          # math.sqrt = 1: a library's attribute replaced, refused
+    assert r.status == "error" and "library's own attribute" in r.message, r.message
+    r = bare(ATTACKS / "poison_math.py")        # without the policy it would only hurt itself
     assert r.status == "fail" and r.diagnosis and r.diagnosis.mistake == "missing_scale"
 
 

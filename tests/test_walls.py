@@ -127,6 +127,13 @@ REFLECTION = {
     "a library's helper by module": "import torch.ao.quantization.utils as u\n",
     "a library's helper through a module": "import torch.nn.functional as F\nF.torch.ao\n",
     "an unlisted corner of torch.utils": "import torch.utils.hooks\n",
+    # a library's attribute replaced: the room's own checks would call the submission's code
+    "a library's function replaced": "import os\nos.path.realpath = str\n",
+    "a library's function replaced by setattr": "import torch\nsetattr(torch, 'allclose', print)\n",
+    "a library's function deleted": "import torch.nn.functional as F\ndel F.softmax\n",
+    # functools copying attributes named in strings
+    "update_wrapper": "import functools\nfunctools.update_wrapper(print, print)\n",
+    "wraps with names": "from functools import wraps\nwraps(print, assigned=('__closure__',))\n",
 }
 
 
@@ -169,6 +176,9 @@ ROOM_PATHS = {
                                     "sys.audit('open', P(), 'r', 0)\n",
     "an object's own path, listed": "import sys\nclass P:\n    def __fspath__(self):\n        return '.'\n"
                                     "sys.audit('os.listdir', P())\n",
+    # the hook resolves paths with the functions it bound when installed, not the module's current ones
+    "the hook's path functions replaced": f"import os\nos.path.realpath = lambda p: '/tmp'\n"
+                                          f"open({str(ROOT / 'graders' / 'mhsa.py')!r}).read()\n",
     # the kernel's own files are read-only for a room: a reset of the peak it measures is refused
     "the peak reset": "open('/proc/self/clear_refs', 'w').write('5')\n",
     "the peak reset by pathlib": "import pathlib\npathlib.Path('/proc/self/clear_refs').write_text('5')\n",
@@ -324,6 +334,37 @@ def test_routes_the_op_trace_cannot_see_are_refused_where_a_rule_rests_on_it(jud
     path.write_text((ROOT / "reference" / f"{pid}.py").read_text() + "\n\n" + UNTRACED[(pid, route)])
     report = _grade(judge, pid, path)
     assert report.status == "error" and "forbids" in report.message, (route, report.message)
+
+
+LATE = '''
+
+class _Late(torch.Tensor):
+    """Zeros whose own detach() gives the right answer, computed after the call returned."""
+    def detach(self):
+        return self.right.detach()
+
+
+_right = scaled_dot_product_attention_backward
+
+
+def scaled_dot_product_attention_backward(*args, **kwargs):
+    out = []
+    for right in _right(*args, **kwargs):
+        late = torch.zeros_like(right).as_subclass(_Late)
+        late.right = right
+        out.append(late)
+    return tuple(out)
+'''
+
+
+def test_the_room_reads_a_returned_tensor_as_a_plain_tensor(judge, tmp_path):
+    """A tensor subclass's own methods run after the call (out of the trace and the timer) if the
+    room calls them: it reads what was returned as a plain tensor instead."""
+    path = tmp_path / "sdpa_backward.py"
+    path.write_text((ROOT / "reference" / "sdpa_backward.py").read_text() + LATE)
+    report = _grade(judge, "sdpa_backward", path)
+    assert report.status == "fail", report.message
+    assert all(c.status == "fail" for c in report.cases if c.status != "skip"), report.message
 
 
 REPEATED_CACHE = {          # the cache copied per query head, made from an expanded view: a copy larger than any input

@@ -44,8 +44,10 @@ MODULES: dict[str, object] = {
     "typing": TYPING, "typing_extensions": TYPING,
     "dataclasses": {"dataclass", "field", "fields", "asdict", "astuple", "replace", "is_dataclass", "InitVar",
                     "KW_ONLY", "MISSING", "FrozenInstanceError"},
+    # (no update_wrapper: it reads and writes the attributes its `assigned` and `updated` name; wraps
+    # only with its defaults, see _Visitor.visit_Call)
     "functools": {"partial", "reduce", "lru_cache", "cache", "cached_property", "wraps", "total_ordering",
-                  "partialmethod", "singledispatch", "cmp_to_key", "update_wrapper"},
+                  "partialmethod", "singledispatch", "cmp_to_key"},
     "collections": {"namedtuple", "defaultdict", "OrderedDict", "Counter", "deque", "ChainMap", "abc"},
     "contextlib": {"contextmanager", "nullcontext", "suppress", "ExitStack", "closing"},
     "warnings": {"warn", "catch_warnings", "simplefilter", "filterwarnings"},
@@ -390,7 +392,10 @@ class _Visitor(ast.NodeVisitor):
             self.allowed_attr_nodes.add(id(base))
         elif self._attr_ok(node, node.attr, on_own):
             dotted = self._chain(node)
-            if dotted is not None and not isinstance(getattr(node, "ctx", None), ast.Store):
+            if dotted is not None and isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+                # a library's attribute replaced: what the room's own checks call would be the submission's
+                self.refuse(node, t("policy.library_store", what=dotted))
+            elif dotted is not None:
                 self._dotted_ok(node, dotted)
         self.generic_visit(node)
 
@@ -412,6 +417,10 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call):
         f = node.func
+        called = self._chain(f) if isinstance(f, ast.Attribute) else self.aliases.get(f.id) \
+            if isinstance(f, ast.Name) else None
+        if called == "functools.wraps" and (len(node.args) > 1 or node.keywords):
+            self.refuse(node, t("policy.wraps_names"))
         if isinstance(f, ast.Name) and f.id in REFLECTIVE:
             self.allowed_attr_nodes.add(id(f))
             base = node.args[0] if node.args else None
@@ -423,7 +432,10 @@ class _Visitor(ast.NodeVisitor):
                         or (attr in DENIED_ATTRS and not on_self):
                     self.refuse(node, t("policy.outside", what=f"{f.id}(..., {attr!r})"))
                 elif isinstance(base, ast.Name) and base.id in self.aliases:
-                    self._dotted_ok(node, f"{self.aliases[base.id]}.{attr}")
+                    if f.id != "getattr":
+                        self.refuse(node, t("policy.library_store", what=f"{self.aliases[base.id]}.{attr}"))
+                    else:
+                        self._dotted_ok(node, f"{self.aliases[base.id]}.{attr}")
             elif not on_self:
                 self.refuse(node, t("policy.computed_attr", name=f.id))
         self.generic_visit(node)

@@ -62,9 +62,10 @@ def nan_rows(out: torch.Tensor, truth: torch.Tensor, traits) -> Symptom | None:
     if "large_logits" in traits:
         return Symptom("softmax_overflow",
                        f"{n} whole row(s) of the output are NaN/inf, with large logits: exp() overflowed. Subtract "
-                       f"each row's maximum score before exp (torch.softmax does).",
-                       f"输出中有 {n} 整行是 NaN/inf，且 logits 很大：exp() 溢出了。请在 exp 之前减去每行分数的最大值"
-                       f"（torch.softmax 会这样做）。")
+                       f"the largest value before exp: each row's maximum score (torch.softmax does), or, where "
+                       f"partial results are merged, the largest log-sum-exp.",
+                       f"输出中有 {n} 整行是 NaN/inf，且 logits 很大：exp() 溢出了。请在 exp 之前减去最大值：每行分数的"
+                       f"最大值（torch.softmax 会这样做），或者在合并部分结果时减去最大的 log-sum-exp。")
     if {"pad", "causal", "mask3d"} & set(traits):
         return Symptom("mask_removes_every_key",
                        f"{n} whole row(s) of the output are NaN: a softmax whose scores were all -inf. Your mask "

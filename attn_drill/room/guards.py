@@ -187,8 +187,11 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     user_files: the filenames the submission's code runs under (its file and vetted helpers): code
     called from them may not compile or run text as code, reach frames, or import what
     `may_import(module)` refuses (None: any import)."""
-    hidden = [os.path.realpath(h) for h in hidden if h]
-    writable = None if writable is None else [os.path.realpath(w) for w in writable] + ["/dev/null"]
+    # the functions the hook resolves paths with, bound now: a module's attribute replaced later
+    # (os.path.realpath = ...) never changes what the hook sees
+    realpath, join, getcwd, fspath, fsdecode = os.path.realpath, os.path.join, os.getcwd, os.fspath, os.fsdecode
+    hidden = [realpath(h) for h in hidden if h]
+    writable = None if writable is None else [realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
     users = frozenset(user_files)
     busy = threading.local()
@@ -197,12 +200,12 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         if isinstance(path, int) or path is None:
             return None
         if isinstance(path, bytes):
-            path = os.fsdecode(path)
+            path = fsdecode(path)
         if not isinstance(path, (str, pathlib.PurePath, os.DirEntry)):
             # os.fspath would run the object's own __fspath__ here, inside the hook, beside its state
             refuse(f"a path given as a {type(path).__name__} (give a str or a pathlib.Path)")
         try:
-            return os.path.realpath(os.path.join(os.getcwd(), os.fspath(path)))
+            return realpath(join(getcwd(), fspath(path)))
         except (TypeError, ValueError, OSError):
             return None
 

@@ -145,7 +145,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         t0 = time.perf_counter()
         with user(), amp, (tracer if tracer else contextlib.nullcontext()):
             seed_all(data.seed)
-            out = call()
+            out = _plain(call())
             if session is not None:
                 _integrity(tracer)
         if data.check:
@@ -163,7 +163,7 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
         if repeat and data.deterministic and not data.train:
             with user(), torch.no_grad(), amp:
                 seed_all(data.seed + 1)
-                again = flatten(call(), data.output_names)
+                again = flatten(_plain(call()), data.output_names)
             for (n, a), (_, b) in zip(side.outs, again):
                 if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
                     if not torch.equal(a.detach(), b.detach()) and not (
@@ -178,6 +178,24 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
             raise
         side.problem = session.problem(exc)
     return _finish(side, tracer)
+
+
+def _plain(value, depth: int = 0):
+    """What the code returned, with every tensor made a plain torch.Tensor (the same data and autograd
+    history) while the tracer and the timer still run: a subclass's own methods (a `detach` that
+    computes late, out of the trace) are never called by the room afterwards."""
+    if isinstance(value, torch.Tensor):
+        if type(value) is torch.Tensor:
+            return value
+        with torch._C.DisableTorchFunctionSubclass():
+            return torch.Tensor.as_subclass(value, torch.Tensor)
+    if depth > 8:
+        return value
+    if type(value) in (tuple, list):
+        return type(value)(_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return {k: _plain(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def _gradients(side: Side, data: CaseData, impl, args: dict, tracer, user) -> None:
