@@ -30,6 +30,11 @@ def check_schedule(sub, ref, case) -> list:
             return [Failure(msg + pick(" (depth is the 0-based layer index: the first layer has lambda_init 0.2)",
                                        "（depth 是从 0 开始的层索引：第一层的 lambda_init 为 0.2）"),
                             mistake="depth_one_based")]
+        if abs(got - (0.8 - 0.6 * math.exp(-0.3 * (depth + 1)))) <= 1e-12:
+            return [Failure(msg + pick(" (with the 0-based depth, the formula's (l - 1) is depth itself, "
+                                       "not depth + 1)",
+                                       "（depth 从 0 开始时，公式中的 (l - 1) 就是 depth 本身，而不是 depth + 1）"),
+                            mistake="depth_plus_one")]
         return [msg]
     return []
 

@@ -114,7 +114,14 @@ def check_cache(sub, ref, case) -> list:
     err = float((got_pe - want_pe).abs().max())
     if not err <= bound * max(1.0, float(want_pe.abs().max())):
         raw = _unrotate(want_pe, init.get("rope_theta", 10000.0))
-        if float((got_pe - raw).abs().max()) <= bound * max(1.0, float(raw.abs().max())):
+        split = torch.cat([want_pe[..., 0::2], want_pe[..., 1::2]], dim=-1)   # [evens | odds]
+        if float((got_pe - split).abs().max()) <= bound * max(1.0, float(split.abs().max())):
+            failures.append(Failure(pick(
+                "self.pe_cache holds the rotated k_pe de-interleaved, [evens | odds] (Hugging Face's layout with "
+                "rope_interleave); write each rotated pair back to positions 2i and 2i+1",
+                "self.pe_cache 存的已旋转 k_pe 是按奇偶分开的布局 [偶数位 | 奇数位]（Hugging Face 在 rope_interleave "
+                "下的布局）；应把每个旋转后的维度对写回到位置 2i 和 2i+1"), mistake="pe_deinterleaved"))
+        elif float((got_pe - raw).abs().max()) <= bound * max(1.0, float(raw.abs().max())):
             failures.append(pick("self.pe_cache holds k_pe before RoPE; cache it already rotated at its own position "
                                  "(it is never rotated again)",
                                  "self.pe_cache 存的是 RoPE 之前的 k_pe；应在它自己的位置上旋转后再缓存"

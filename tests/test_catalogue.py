@@ -95,3 +95,17 @@ def test_no_kind_is_a_spec_mistake_id_and_titles_show_in_reports():
     from attn_drill.render.report import mistake_title
     for kind in catalogue.KINDS:
         assert mistake_title("mhsa", catalogue.PREFIX + kind.id) == kind.title.en
+
+
+def test_a_boundary_is_off_by_one_either_way():
+    """`r <= c` gives two candidates of one kind: `r < c` (one too few) and `r <= c + 1` (one too many)."""
+    cands = [c for c in catalogue.candidates("def keep(r, c):\n    return r <= c\n")
+             if c.id == "kind.boundary_off_by_one"]
+    bodies = {c.source.strip().splitlines()[-1].strip() for c in cands}
+    assert {"return (r < c)", "return (r <= c + 1)"} <= bodies, bodies
+
+
+def test_a_given_scale_divided_by_is_the_scale_inverted():
+    cands = [c for c in catalogue.candidates("def f(q, k, scale):\n    return scale * (q @ k)\n")
+             if c.id == "kind.scale_inverted"]
+    assert any("q @ k / scale" in c.source for c in cands), [c.source for c in cands]

@@ -137,6 +137,23 @@ def _scale_inverted(node, sizes=()):
         yield lambda: ast.BinOp(node.left, ast.Mult(), node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) == -0.5:
         yield lambda: ast.BinOp(node.left, ast.Pow(), ast.Constant(0.5))
+    # a given multiplier (`scale * s`, `s * self.scaling`) divided by instead
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for mine, other in ((node.left, node.right), (node.right, node.left)):
+            if _name(mine) in _SCALE_NAMES and isinstance(mine, (ast.Name, ast.Attribute)):
+                yield lambda mine=mine, other=other: ast.BinOp(other, ast.Div(), mine)
+                break
+
+
+_SCALE_NAMES = ("scale", "scaling", "softmax_scale", "sm_scale")
+
+
+def _given_scale_ignored(node, sizes=()):
+    """`scale is None` (the test before the default is put in) taken as always true."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Is) and \
+            isinstance(node.left, ast.Name) and node.left.id in _SCALE_NAMES and \
+            isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        yield lambda: ast.Constant(True)
 
 
 def _scale_wrong_size(node, sizes=()):
@@ -218,8 +235,12 @@ def _boundary_off_by_one(node, sizes=()):
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
             isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and \
             not any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in [node.left, *node.comparators]):
+        op = type(node.ops[0])
         swap = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
-        yield lambda: ast.Compare(node.left, [swap[type(node.ops[0])]()], node.comparators)
+        yield lambda: ast.Compare(node.left, [swap[op]()], node.comparators)
+        # the bound one step the other way from the swap: `<=` one too many (b + 1), `<` one too few (b - 1)
+        step = ast.Add() if op in (ast.LtE, ast.Gt) else ast.Sub()
+        yield lambda: ast.Compare(node.left, [op()], [ast.BinOp(node.comparators[0], step, ast.Constant(1))])
 
 
 def _one_missing(node, sizes=()):
@@ -497,9 +518,10 @@ KINDS: tuple[Kind, ...] = (
             "Multiply q·kᵀ by 1/√d (the head dimension) before the softmax.",
             "分数没有缩放：漏掉了 1/√d 因子，softmax 因此过于尖锐。应在 softmax 之前把 q·kᵀ 乘以 "
             "1/√d（d 为每个头的维度）。"), _scale_missing),
-    Kind("scale_inverted", _T("multiplied by √d instead of dividing", "乘以了 √d 而不是除以 √d"),
-         _T("The scale is inverted: the scores are multiplied by √d where they should be divided by it.",
-            "缩放方向反了：分数乘以了 √d，而应除以 √d。"), _scale_inverted),
+    Kind("scale_inverted", _T("the scale inverted (× √d, or ÷ scale)", "缩放方向反了（乘以 √d，或除以 scale）"),
+         _T("The scale is inverted: the scores are multiplied by √d where they should be divided by it, or "
+            "divided by a given scale where they should be multiplied by it.",
+            "缩放方向反了：分数乘以了 √d，而应除以 √d；或者除以了给定的 scale，而应乘以它。"), _scale_inverted),
     Kind("scale_wrong_size", _T("scaled by the wrong dimension", "按错误的维度缩放"),
          _T("The scale uses another size than the one it should (for example the model's hidden size "
             "or the value dimension instead of the query/key head dimension).",
@@ -530,9 +552,10 @@ KINDS: tuple[Kind, ...] = (
          _T("tril and triu are swapped: the mask keeps the future and hides the past.",
             "tril 和 triu 用反了：掩码保留了未来、遮住了过去。"), _triangle_swapped),
     Kind("boundary_off_by_one", _T("a boundary off by one (< vs <=)", "边界差一（< 与 <=）"),
-         _T("A comparison is off by one: `<` where `<=` is meant or the reverse, so a window, a "
-            "block or a length includes one position too many or too few.",
-            "比较差了一：该用 `<=` 的地方用了 `<`（或反之），于是窗口、块或长度多含或少含了一个位置。"),
+         _T("A comparison is off by one: `<` where `<=` is meant or the reverse (or the bound itself one "
+            "too far), so a window, a block, a length or a count includes one too many or too few.",
+            "比较差了一：该用 `<=` 的地方用了 `<`（或反之，或边界本身差了一），于是窗口、块、长度或计数"
+            "多含或少含了一个。"),
          _boundary_off_by_one),
     Kind("one_missing", _T("a ± 1 missing", "少了一个 ± 1"),
          _T("A ± 1 is missing in an index, a length or a count, so it is off by one.",
@@ -621,6 +644,9 @@ KINDS: tuple[Kind, ...] = (
             "it should be m + log(l). Partials merged by their log-sum-exps are then weighted wrongly.",
             "log-sum-exp 写成了 log(l)，而 l 是减去运行最大值 m 之后求的和：应为 m + log(l)。"
             "按 log-sum-exp 合并的各部分因此权重错误。"), _lse_max_missing),
+    Kind("given_scale_ignored", _T("a given scale ignored", "忽略了传入的 scale"),
+         _T("The scale argument is ignored: the default (1/√d) is used even when a scale is given.",
+            "忽略了 scale 参数：即使传入了 scale，也仍然使用默认值（1/√d）。"), _given_scale_ignored),
 )
 
 KIND = {k.id: k for k in KINDS}
