@@ -353,15 +353,19 @@ def scaled_dot_product_attention_backward(*args, **kwargs):
         late = torch.zeros_like(right).as_subclass(_Late)
         late.right = right
         out.append(late)
-    return tuple(out)
+    return CONTAINER(out)
 '''
+CONTAINERS = {"a tuple": "CONTAINER = tuple\n",
+              "a namedtuple": "import collections\n_G = collections.namedtuple('_G', 'dq dk dv')\n"
+                              "def CONTAINER(out):\n    return _G(*out)\n"}
 
 
-def test_the_room_reads_a_returned_tensor_as_a_plain_tensor(judge, tmp_path):
+@pytest.mark.parametrize("container", sorted(CONTAINERS))
+def test_the_room_reads_a_returned_tensor_as_a_plain_tensor(judge, tmp_path, container):
     """A tensor subclass's own methods run after the call (out of the trace and the timer) if the
-    room calls them: it reads what was returned as a plain tensor instead."""
+    room calls them: it reads what was returned as a plain tensor instead, in any container."""
     path = tmp_path / "sdpa_backward.py"
-    path.write_text((ROOT / "reference" / "sdpa_backward.py").read_text() + LATE)
+    path.write_text((ROOT / "reference" / "sdpa_backward.py").read_text() + LATE + CONTAINERS[container])
     report = _grade(judge, "sdpa_backward", path)
     assert report.status == "fail", report.message
     assert all(c.status == "fail" for c in report.cases if c.status != "skip"), report.message

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from ..results import UserProblem
-from . import kit
+from . import kit, wire
 from .guards import dispatch_blocks_hold
 from .params import build
 from .tracer import OpTracer
@@ -189,11 +189,12 @@ def _plain(value, depth: int = 0):
             return value
         with torch._C.DisableTorchFunctionSubclass():
             return torch.Tensor.as_subclass(value, torch.Tensor)
-    if depth > 8:
-        return value
-    if type(value) in (tuple, list):
-        return type(value)(_plain(v, depth + 1) for v in value)
-    if type(value) is dict:
+    if depth > wire.MAX_DEPTH:
+        return value                      # deeper than a reply may be: refused when it is sent
+    if isinstance(value, (tuple, list)):  # subclasses too (a namedtuple): as the plain container
+        items = [_plain(v, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
         return {k: _plain(v, depth + 1) for k, v in value.items()}
     return value
 
