@@ -159,6 +159,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "judge.gradient_of_param": ("gradient of parameter {name}", "参数 {name} 的梯度"),
     "judge.no_param_grad": ("no gradient reaches parameter `{name}`: is it used, and is nothing detached?",
                             "没有梯度传到参数 `{name}`：它被使用了吗？是否有东西被 detach？"),
+    "judge.param_unmapped": ("the reference's parameter `{name}` has no counterpart among yours whose gradient was "
+                             "checked", "参考实现的参数 `{name}` 在你的参数中没有对应项，其梯度未能检查"),
     "judge.not_written": ("not written yet: {file}:{line} in {func} still raises NotImplementedError",
                           "还没写完：{file}:{line}（{func}）仍然抛出 NotImplementedError"),
     "cmp.nonfinite": ("`{name}` has {n} NaN/inf value(s), first at index {at}; the expected values are all finite",
@@ -293,6 +295,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
                         "`{name}` 是评测器使用的名字；请换一个名字"),
     "policy.computed_attr": ("`{name}` with a computed attribute name is allowed only on self; write the attribute out",
                              "属性名是计算得到的 `{name}` 只允许用在 self 上；请直接写出属性名"),
+    "policy.match_positional": ("a class pattern with positional parts (`case C(x)`) reads attributes named by "
+                                "strings (`__match_args__`); write `case C(attr=x)` or an isinstance test",
+                                "带位置参数的类模式（`case C(x)`）按字符串（`__match_args__`）读取属性；"
+                                "请写成 `case C(attr=x)` 或用 isinstance 判断"),
+    "policy.metaclass": ("graded code may not make metaclasses or classes from strings (`type(name, bases, dict)`): "
+                         "they decide what isinstance() and class patterns believe",
+                         "被评测的代码不能定义元类，也不能用字符串构造类（`type(name, bases, dict)`）："
+                         "它们会左右 isinstance() 与类模式的判断"),
     "policy.too_deep": ("this file is nested too deeply to be checked (an expression or block thousands of levels "
                         "deep); write it flat",
                         "这个文件嵌套得太深，无法检查（某个表达式或代码块嵌套了成千上万层）；请写得扁平一些"),

@@ -27,9 +27,10 @@ def attempt(name, fn):
     except BaseException as exc:
         seen[name] = "refused: " + type(exc).__name__
 
-parent = os.open("..", os.O_RDONLY)
-attempt("write_parent_dir_fd", lambda: os.open("escaped.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=parent))
-attempt("mkdir_parent_dir_fd", lambda: os.mkdir("escaped_dir", dir_fd=parent))
+fds = {}
+attempt("open_parent_dir", lambda: fds.setdefault("parent", os.open("..", os.O_RDONLY)))
+attempt("write_parent_dir_fd", lambda: os.open("escaped.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fds["parent"]))
+attempt("mkdir_parent_dir_fd", lambda: os.mkdir("escaped_dir", dir_fd=fds["parent"]))
 attempt("read_secret", lambda: open(SECRET).read())
 attempt("write_secret", lambda: open(SECRET, "w").write("pwned"))
 attempt("write_bob", lambda: open(BOB, "w").write("pwned"))
@@ -92,6 +93,7 @@ def test_a_hostile_student_changes_nothing_outside_its_copy(tmp_path):
     assert secret.read_text() == "the answer key\n"
     assert not (tmp_path / "scratch" / "escaped.txt").exists() and not (tmp_path / "scratch" / "escaped_dir").exists()
     assert seen["read_secret"].startswith("refused") and seen["read_bank"].startswith("refused"), seen
+    assert seen["open_parent_dir"] == "refused: PermissionError", seen   # the hook: no folder's descriptor
     assert not seen["fork_exec"].startswith("refused"), seen   # the spawn itself worked: the sandbox must contain it
     assert beats > 0, seen
     assert seen["udp"].startswith("refused") or seen["udp"] == "4"   # no network: nothing arrives either way

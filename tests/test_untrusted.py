@@ -157,6 +157,38 @@ def test_a_death_reads_the_dump_without_trusting_it(tmp_path):
     assert p.kind == "crash"
 
 
+def test_a_dump_naming_a_fifo_or_a_device_never_blocks_the_judge(tmp_path):
+    """A room may leave a FIFO (or name a device) under a .py name beside the submission and write
+    a frame of it into its dump: the judge shows no line for it and goes on."""
+    import os
+    user = tmp_path / "attend.py"
+    user.write_text("def attend():\n    pass\n")
+    fifo = tmp_path / "trap.py"
+    os.mkfifo(fifo)
+    dump = (f'Timeout (0:00:30)!\n  File "{fifo}", line 1 in trap\n  File "{tmp_path}/zero.py", line 1 in z\n'
+            f'  File "{user}", line 2 in attend\n')
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    p = untrusted.death(dump, None, 30.0, False, str(user))
+    assert [(f.file, f.code) for f in p.frames] == [("attend.py", "pass"), ("trap.py", "")]
+
+
+def test_a_parameter_the_rooms_mapping_leaves_out_fails_its_gradient():
+    """The room says which of its parameters stands for which of the reference's: one it leaves out
+    would go unchecked, so the case fails instead."""
+    from attn_drill.bank.api import Case
+    from attn_drill.judge import verdicts
+    from attn_drill.results import CaseResult
+    g = torch.ones(2, 2)
+    truth = Side(grads={"param a.weight": g, "param b.weight": g})
+    case = Case(name="c", target="M", init={})
+    for mapping, ok in (({"a.weight": ["copy", "a.weight"], "b.weight": ["copy", "b.weight"]}, True),
+                        ({"a.weight": ["copy", "a.weight"]}, False), ({}, False)):
+        sub = Side(grads={"param a.weight": g, "param b.weight": g}, mapping=mapping)
+        res = verdicts._judge_param_grads(CaseResult(name="c", status="pass"), case, truth, None, sub, {})
+        assert (res.status == "pass") == ok, (mapping, res.message)
+        assert ok or "b.weight" in res.message or not mapping
+
+
 def test_zygote_replies_are_read_as_numbers():
     assert untrusted.zygote_reply(b'{"pid": 12, "x": "y"}') == {"pid": 12}
     for raw in (b"[", b"[]", b"[" * 10 ** 5):

@@ -134,6 +134,15 @@ REFLECTION = {
     # functools copying attributes named in strings
     "update_wrapper": "import functools\nfunctools.update_wrapper(print, print)\n",
     "wraps with names": "from functools import wraps\nwraps(print, assigned=('__closure__',))\n",
+    # class patterns: positional parts read the attributes __match_args__ names, a metaclass decides
+    # what isinstance believes
+    "attribute by a class pattern's position": "def ga(obj, C):\n    match obj:\n        case C(v):\n"
+                                               "            return v\n",
+    "a metaclass": "class Meta(type):\n    pass\n",
+    "a metaclass keyword": "class A(metaclass=print):\n    pass\n",
+    "a class made from strings": "G = type('G', (), {'__match_args__': ('__globals__',)})\n",
+    "an instance check of one's own": "class A:\n    def __instancecheck__(cls, obj):\n        return True\n",
+    "a closure's cell read": "def f(g):\n    return g.__closure__\ndef h(cell):\n    return cell.cell_contents\n",
 }
 
 
@@ -182,6 +191,9 @@ ROOM_PATHS = {
     # the kernel's own files are read-only for a room: a reset of the peak it measures is refused
     "the peak reset": "open('/proc/self/clear_refs', 'w').write('5')\n",
     "the peak reset by pathlib": "import pathlib\npathlib.Path('/proc/self/clear_refs').write_text('5')\n",
+    # a folder's descriptor: what dir_fd= resolves against, where the hook cannot follow
+    "a folder's descriptor": "import os\nos.open('/', os.O_RDONLY)\n",
+    "a folder's descriptor, as a directory": "import os\nos.open('/tmp', os.O_RDONLY | os.O_DIRECTORY)\n",
 }
 
 
@@ -532,14 +544,16 @@ def test_a_process_limit_caps_what_a_sandbox_may_start(tmp_path):
 
 
 @needs_sandbox
-def test_the_sandboxs_tmp_counts_against_the_memory_limit(tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm"])
+def test_the_sandboxs_memory_backed_folders_are_bounded(tmp_path, monkeypatch, where):
+    """/tmp counts against the memory limit; /dev/shm (half the host's memory otherwise) is tiny."""
     from attn_drill import rules
     from attn_drill.judge.rooms import Zygote
     monkeypatch.setenv(rules.MEMORY_ENV, "0.25")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "fill.py").write_text(
-        "import os\nfd = os.open('/tmp/fill', os.O_WRONLY | os.O_CREAT)\nwritten = 0\n"
+        f"import os\nfd = os.open('{where}/fill', os.O_WRONLY | os.O_CREAT)\nwritten = 0\n"
         "try:\n    while written < 600 << 20:\n        written += os.write(fd, b'x' * (1 << 20))\n"
         "except OSError:\n    pass\nopen('/submission/written', 'w').write(str(written))\n")
     argv, env = sandbox.command(scratch)
@@ -552,7 +566,7 @@ def test_the_sandboxs_tmp_counts_against_the_memory_limit(tmp_path, monkeypatch)
         room.close()
     finally:
         zyg.close()
-    assert int((scratch / "written").read_text()) <= 0.25 * (1 << 30)
+    assert int((scratch / "written").read_text()) <= (0.25 * (1 << 30) if where == "/tmp" else sandbox.SHM_BYTES)
 
 
 # ---------------------------------------------------------------- 5. the fallback

@@ -103,14 +103,16 @@ DENIED_ATTRS = {
     "ag_frame", "ag_code", "co_code", "co_consts", "func_globals", "settrace", "setprofile",
     "dlopen", "cdll", "CDLL", "compile", "_getframe", "audit", "addaudithook", "fdopen", "dup2",
     "from_file", "tofile", "fromfile", "memmap", "save", "get_type_hints", "get_field", "Formatter", "jit", "fx",
-    "exc_info", "excepthook", "displayhook", "ao", "quantization", "getattr_from_fqn", "attrgetter", "methodcaller",
+    "exc_info", "excepthook", "displayhook", "cell_contents", "ao", "quantization", "getattr_from_fqn",
+    "attrgetter", "methodcaller",
 }
 ALLOWED_DUNDERS = {"__init__", "__name__", "__doc__"}
 DENIED_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "__builtins__",
                 "__loader__", "__spec__", "help"}
 REFLECTIVE = {"getattr", "setattr", "delattr"}
 DENIED_DEFS = {"__torch_dispatch__", "__torch_function__", "__getattribute__", "__init_subclass__", "__del__",
-               "__reduce__", "__reduce_ex__", "__class_getitem__", "__set_name__"}
+               "__reduce__", "__reduce_ex__", "__class_getitem__", "__set_name__", "__instancecheck__",
+               "__subclasscheck__", "__subclasshook__"}
 MAX_HELPERS = 20
 
 
@@ -402,6 +404,15 @@ class _Visitor(ast.NodeVisitor):
     def visit_MatchClass(self, node):
         for attr in node.kwd_attrs:             # `case C(__class__=x)` reads an attribute by name
             self._attr_ok(node, attr, False)
+        if node.patterns:                       # `case C(x)` reads the attributes C.__match_args__ names
+            self.refuse(node, t("policy.match_positional"))
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node):
+        # a metaclass decides what isinstance() and class patterns believe
+        if any(k.arg == "metaclass" for k in node.keywords) or \
+                any(isinstance(b, ast.Name) and b.id == "type" for b in node.bases):
+            self.refuse(node, t("policy.metaclass"))
         self.generic_visit(node)
 
     # -- names
@@ -421,6 +432,8 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(f, ast.Name) else None
         if called == "functools.wraps" and (len(node.args) > 1 or node.keywords):
             self.refuse(node, t("policy.wraps_names"))
+        if isinstance(f, ast.Name) and f.id == "type" and len(node.args) > 1:
+            self.refuse(node, t("policy.metaclass"))          # type(name, bases, namespace): a class made by strings
         if isinstance(f, ast.Name) and f.id in REFLECTIVE:
             self.allowed_attr_nodes.add(id(f))
             base = node.args[0] if node.args else None

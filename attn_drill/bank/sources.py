@@ -147,6 +147,26 @@ def read(path: Path) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
+def read_regular(path, limit: int = 1 << 20) -> str | None:
+    """A file a submission may have made, read without trusting it: None unless it is a regular
+    file of at most `limit` bytes (a FIFO would block the reader, a device never end)."""
+    import os
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        return os.read(fd, limit + 1)[:limit].decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def defined_names(tree: ast.Module) -> set[str]:
     """Top-level names a module binds: defs, classes, assignments, imports."""
     names = set()

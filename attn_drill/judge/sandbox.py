@@ -52,6 +52,9 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+SHM_BYTES = 1 << 20
+
+
 def _ro_paths() -> list[str]:
     """What the Python running attn-drill needs, read-only: its prefix, site-packages, this package."""
     paths = {sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
@@ -65,7 +68,9 @@ def _ro_paths() -> list[str]:
 def _base_args() -> list[str]:
     tmp_bytes = int(rules.memory_gb() * (1 << 30))
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+            "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+            # /dev's shared memory is a tmpfs of half the host's memory that no rlimit counts: a small one
+            "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..bank.sources import read_regular
 from ..i18n import t
 from ..results import Frame, UserProblem, printable
 from ..room import wire
@@ -236,9 +237,10 @@ def frames_from_dump(dump: str, path) -> list[Frame]:
         if full == target or (full.startswith(folder + "/") and full.endswith(".py")
                               and "site-packages" not in full):
             line = int(m.group(2))
+            source = read_regular(full)           # the room may have left a FIFO under a .py name
             try:
-                code = text(Path(full).read_text(errors="replace").splitlines()[line - 1].strip(), 500)
-            except (OSError, IndexError, ValueError):
+                code = text(source.splitlines()[line - 1].strip(), 500) if source else ""
+            except IndexError:
                 code = ""
             frames.append(Frame(text(Path(full).name, MAX_NAME), line, text(m.group(3), MAX_NAME), code))
         if len(frames) >= 8:

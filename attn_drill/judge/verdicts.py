@@ -187,6 +187,12 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol, scale=scale)
         limits["grad param " + sub_name] = cmp
         worst = _worse(worst, (sub_name, cmp, sg, tg))
+    # the room sends the mapping: a reference parameter no plan reads would go unchecked (adapt() maps
+    # every one of them, or the case is an interface error)
+    covered = {n for plan in mapping.values() for n in _plan_names(plan)}
+    missing = sorted(set(t_by_ref) - covered)
+    if missing:
+        return _fail(res, "gradient", t("judge.param_unmapped", name=missing[0]))
     if worst is not None and not worst[1]["ok"]:
         name, cmp, sg, tg = worst
         res.status, res.gradient = FAIL, FAIL
@@ -195,6 +201,16 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         res.message = _cmp_message(t("judge.gradient_of_param", name=name), cmp)
         res.detail = detail(sg, tg, cmp, ("out feature", "in feature"))
     return res
+
+
+def _plan_names(plan) -> list[str]:
+    """The reference parameters a (well-formed) plan reads."""
+    if isinstance(plan, (list, tuple)) and len(plan) >= 2:
+        if plan[0] in ("copy", "slice") and isinstance(plan[1], str):
+            return [plan[1]]
+        if plan[0] == "cat" and isinstance(plan[1], (list, tuple)):
+            return [n for n in plan[1] if isinstance(n, str)]
+    return []
 
 
 def stub_message(problem: UserProblem) -> str:

@@ -190,6 +190,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     # the functions the hook resolves paths with, bound now: a module's attribute replaced later
     # (os.path.realpath = ...) never changes what the hook sees
     realpath, join, getcwd, fspath, fsdecode = os.path.realpath, os.path.join, os.getcwd, os.fspath, os.fsdecode
+    isdir = os.path.isdir
     hidden = [realpath(h) for h in hidden if h]
     writable = None if writable is None else [realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
@@ -219,6 +220,10 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         full = resolve(path)
         if full is None:
             return
+        if event == "opening" and users and isdir(full) and submitted():
+            # a directory's descriptor is what dir_fd= and the *at() calls resolve against, where this
+            # hook cannot follow: the submission gets none (its paths are read against the cwd here)
+            refuse(f"opening the folder {full} (open files by their path)")
         if under(full, hidden) and not (writable is not None and under(full, writable)):
             refuse(f"{event} on {full}")
         parts = full.split(os.sep)
@@ -237,6 +242,21 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             on_stack = f.f_code.co_filename in users
             f = f.f_back
         return frame, on_stack
+
+    def submitted() -> bool:
+        """Whether the submission's code is on the stack of the event being checked now."""
+        if getattr(busy, "on", False):
+            return False
+        busy.on = True
+        try:
+            frame = sys._getframe(3)
+            while frame is not None:
+                if frame.f_code.co_filename in users:
+                    return True
+                frame = frame.f_back
+            return False
+        finally:
+            busy.on = False
 
     def code_checks(event: str, args: tuple) -> None:
         frame, on_stack = caller()
