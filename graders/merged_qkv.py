@@ -69,9 +69,17 @@ def _check_fuse(sub, ref, case: Case) -> list:
         if bias and fused_bias is not None and all(
                 _close(g - fused_bias.split(E_out)[i], w - mine["biases"][i], tol)
                 for i, (g, w) in enumerate(zip(out, want))):
+            # the weights are right: the bias is left at zero, stacked in another order, or else wrong
+            blocks, biases = fused_bias.split(E_out), mine["biases"]
+            if not bool(fused_bias.ne(0).any()):
+                mistake = "bias_dropped"
+            elif all(any(_close(b, r, tol) for r in biases) for b in blocks):
+                mistake = "bias_order"
+            else:
+                mistake = None
             return [Failure(pick(f"{what}: the weights are right but the fused bias is not [b_q; b_k; b_v]",
                                  f"{what}：权重正确，但融合后的 bias 不是 [b_q; b_k; b_v]"),
-                            mistake="bias_dropped")]
+                            mistake=mistake)]
         return [pick(f"{what}: fused(x).split({E_out}, dim=-1) does not give {', '.join(wrong)} "
                      "of the separate projections",
                      f"{what}：fused(x).split({E_out}, dim=-1) 得到的 {', '.join(wrong)} "

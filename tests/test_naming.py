@@ -32,3 +32,12 @@ def test_a_fixture_gets_its_name_or_none(judge, path):
         r = judge.grade(pid, str(path), seed, time_limit=60)
         assert r.status != "pass", f"seed {seed}: the fixture should fail"
         assert named(r) == want, f"seed {seed}: named {named(r)!r}, expected {want!r} ({r.message})"
+
+
+def test_a_kind_named_on_gradients_alone_says_so(judge):
+    """A kind's words describe the forward computation: named on a case whose outputs are right,
+    the report says that only the gradients are wrong."""
+    r = judge.grade("flash_attention", str(Path(__file__).parent / "fixtures" / "symptoms" /
+                                          "flash_attention__kind.scale_missing__dk_only.py"), 0, time_limit=60)
+    assert r.diagnosis is not None and r.diagnosis.mistake == "kind.scale_missing"
+    assert r.diagnosis.en.startswith("Only the gradients are wrong") and "只有梯度不对" in r.diagnosis.zh

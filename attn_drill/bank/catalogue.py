@@ -438,6 +438,33 @@ def _rope_on_values(node, sizes=()):
             yield edit
 
 
+_TO_KEYS = {"v": "k", "V": "K", "value": "key", "values": "keys", "wv": "wk", "Wv": "Wk", "xv": "xk"}
+
+
+def _keys_twin(name: str) -> str | None:
+    """v_proj -> k_proj, value_cache -> key_cache, W_v -> W_k, wv -> wk; None for a plain `v` (a
+    local the edit would only rename) or a name with no value part."""
+    parts = name.split("_")
+    if name in ("v", "V") or not any(p in _TO_KEYS for p in parts):
+        return None
+    if len(parts) == 1 and name not in ("value", "values", "wv", "Wv", "xv"):
+        return None
+    return "_".join(_TO_KEYS.get(p, p) for p in parts)
+
+
+def _values_from_keys(node, sizes=()):
+    """self.v_proj(x) -> self.k_proj(x), v_cache[...] -> k_cache[...]: the values taken from what
+    holds the keys (a projection, a cache, a pool)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        twin = _keys_twin(node.attr)
+        if twin:
+            yield lambda: ast.Attribute(node.value, twin, ast.Load())
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        twin = _keys_twin(node.id)
+        if twin:
+            yield lambda: ast.Name(twin, ast.Load())
+
+
 def _is_log(node) -> bool:
     """torch.log(x) or x.log()."""
     return _call(node, "log") and (len(node.args) == 1 or (_is_method(node) and not node.args))
@@ -644,6 +671,12 @@ KINDS: tuple[Kind, ...] = (
             "it should be m + log(l). Partials merged by their log-sum-exps are then weighted wrongly.",
             "log-sum-exp 写成了 log(l)，而 l 是减去运行最大值 m 之后求的和：应为 m + log(l)。"
             "按 log-sum-exp 合并的各部分因此权重错误。"), _lse_max_missing),
+    Kind("values_from_keys", _T("the values read from the keys' projection or cache",
+                                "value 取自 key 的投影或缓存"),
+         _T("The values come from what holds the keys: v is computed with the key projection, or read "
+            "from the key cache (or pool), so the output is a weighted sum of keys.",
+            "value 取自存放 key 的地方：v 用了 key 的投影计算，或者从 key 的缓存（或池）里读出，"
+            "于是输出成了 key 的加权和。"), _values_from_keys),
     Kind("given_scale_ignored", _T("a given scale ignored", "忽略了传入的 scale"),
          _T("The scale argument is ignored: the default (1/√d) is used even when a scale is given.",
             "忽略了 scale 参数：即使传入了 scale，也仍然使用默认值（1/√d）。"), _given_scale_ignored),

@@ -38,6 +38,7 @@ class Mistakes:
         self._modules: dict | None = None
         self._kinds: dict | None = None
         self._matched: dict[str, list[str]] = {}   # a kind named -> the keys of its candidates that fit
+        self._backward_only: set[str] = set()      # kinds named on a case whose outputs were right
         self.fitting: list[str] = []   # the spec's mutants that fit the named case, closest first
         self._named_case: tuple | None = None   # that case's evidence, to ask the kinds later
 
@@ -50,6 +51,11 @@ class Mistakes:
         """The words of a spec's mistake or of a catalogue kind."""
         kind = catalogue.kind_of(mid)
         m = kind or self.spec.mistake(mid)
+        if kind and mid in self._backward_only:
+            # a kind's words describe the forward computation; here only a gradient is wrong
+            return Diagnosis(mid, f"Only the gradients are wrong (the outputs are right): {kind.title.en}, in "
+                                  "the backward computation, where the reference has it.",
+                             f"只有梯度不对（输出是对的）：反向计算中{kind.title.zh}，而参考实现里有对应的一项。")
         return Diagnosis(mid if kind else m.id, m.diagnosis.en, m.diagnosis.zh)
 
     def choose(self, mid: str, named_case: str, runs) -> str | None:
@@ -102,6 +108,8 @@ class Mistakes:
             return None    # no candidate fits, or candidates of two kinds do: not sure which
         kid = kinds.pop()
         self._matched[kid] = [key for _, key in sorted(fits)]
+        if res.forward == PASS and res.gradient == FAIL:
+            self._backward_only.add(kid)
         return self.diagnosis(kid)
 
     def _fits(self, modules: dict, case, prep, truth, low, sub: Side, res, limits) -> list[tuple[float, str]]:

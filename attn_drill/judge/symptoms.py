@@ -36,7 +36,7 @@ def explain(first, runs) -> Symptom | None:
     sym = None
     if first is not None:
         case, sub_out, truth_out, weights, bound = first
-        if weights is not None:
+        if weights is not None and _weights_used(weights[0], sub_out):
             sym = weights_pattern(weights[0], weights[1], case.kwargs)
         if sym is None:
             sym = nan_rows(sub_out, truth_out, traits_of(case))
@@ -107,6 +107,17 @@ def _mask_inverted(s, r, finite) -> Symptom | None:
                            "你的注意力权重恰好保留了掩码要去掉的 key、去掉了要保留的：掩码的约定反了（哪个值表示保留、"
                            "哪个值表示屏蔽）。")
     return None
+
+
+def _weights_used(w_sub, out) -> bool:
+    """False when the output shows that the softmax the trace saw was changed before it was used: an
+    output row (weights @ values) exactly zero where that softmax row carries mass."""
+    if not isinstance(w_sub, torch.Tensor) or not isinstance(out, torch.Tensor) or out.dim() != w_sub.dim() \
+            or out.shape[:-1] != w_sub.shape[:-1] or out.dtype == torch.bool:
+        return True
+    w = w_sub.detach().cpu().double()
+    mass = torch.isfinite(w).all(dim=-1) & (w.sum(dim=-1) > 0.5)
+    return not bool(((out.detach().cpu() == 0).all(dim=-1) & mass).any())
 
 
 def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> Symptom | None:
@@ -197,9 +208,11 @@ def padded_batches_only(out: torch.Tensor, truth: torch.Tensor, kwargs: dict, bo
     bad = (err > bound).reshape(out.shape[0], -1).any(dim=-1)
     if bad.any() and torch.equal(bad & ~has_pad, torch.zeros_like(bad)):
         return Symptom("padding_wrong",
-                       "only the batch elements that have padding are wrong: the padding mask is applied wrongly "
-                       "(its polarity, its axis, or its broadcast over heads).",
-                       "只有带填充的样本是错的：padding 掩码用错了（极性、维度，或在头维上的广播）。")
+                       "only the batch elements that have padding are wrong: look at how the padding mask is "
+                       "applied (its polarity, its axis, its broadcast over heads) and at what becomes of the rows "
+                       "it touches.",
+                       "只有带填充的样本是错的：检查 padding 掩码的用法（极性、维度、在头维上的广播），以及被它影响的行"
+                       "最后怎样处理。")
     return None
 
 
