@@ -22,6 +22,12 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: repr(m.group(0))[1:-1], text)
 
 
+def one_line(text: str) -> str:
+    """A name from code under judgement (a student's folder, a file) shown on one line: printable,
+    and its line breaks and tabs as their escapes too."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 @dataclass
 class Frame:
     file: str

@@ -210,6 +210,10 @@ RECORDS = {
     "progress read": "open(os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'))\n",
     "progress written": "open(os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'), 'w').write('FORGED')\n",
     "spec cache written": "open(os.path.join(os.environ['ATTN_DRILL_CACHE'], 'specs.pickle'), 'wb')\n",
+    # a hard link is a second name for the same file: the hook checks what it links, not only the name
+    "progress hard-linked": "import pathlib\npathlib.Path('state.json').hardlink_to("
+                            "os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'))\n"
+                            "open('state.json', 'w').write('FORGED')\n",
 }
 
 
@@ -229,6 +233,20 @@ def test_check_keeps_a_submission_off_the_progress_records_and_the_spec_cache(tm
     assert res.returncode != 0 and report["status"] != "pass", route
     assert "not allowed" in json.dumps(report), route
     assert "FORGED" not in (home / "state.json").read_text() and not (cache / "specs.pickle").exists()
+
+
+def test_what_python_and_the_tool_load_code_from_is_read_only(bare, tmp_path):
+    """Under `check` (no OS sandbox) a room may write its own folder, never site-packages, the
+    prefixes or this package: a planted .pth or module would run in the next command."""
+    import sysconfig
+    import attn_drill
+    for folder in (sysconfig.get_paths()["purelib"], os.path.dirname(attn_drill.__file__)):
+        planted = os.path.join(folder, "zz_attn_drill_wall_probe.pth")
+        path = tmp_path / "mhsa.py"
+        path.write_text(MHSA + f"\nopen({planted!r}, 'w').write('import os')\n")
+        report = bare("mhsa", path)
+        assert report.status != "pass" and "not allowed" in report.problem_error.message, report.message
+        assert not os.path.exists(planted)
 
 
 def test_own_objects_keep_their_private_names(bare, tmp_path):
@@ -337,7 +355,50 @@ UNTRACED = {     # routes around torch's ops where a rule rests on them: refused
     ("flash_attention", "numpy by name"): "import numpy\n",
     ("sdpa_backward", "a graph node called"): "def _back(o, g):\n    return o.grad_fn(g)\n",
     ("sdpa_backward", "the graph walked"): "def _walk(o):\n    return o.grad_fn.next_functions\n",
+    # a name the spec forbids, written as a string or as a class pattern's keyword
+    ("chunked_attention", "numpy by a string"): "def _peek(x):\n    return getattr(x, 'numpy')()\n",
+    ("chunked_attention", "numpy by a class pattern"): "def _peek(x):\n    match x:\n"
+                                                       "        case object(numpy=f):\n            return f()\n",
 }
+
+
+@pytest.mark.parametrize("route", ["computed", "numpy's own protocol"])
+def test_where_numpy_is_forbidden_no_tensor_becomes_an_array_in_the_room(bare, tmp_path, route):
+    """Without the policy (a name computed at run time): the tensor's way into numpy is a tripwire."""
+    call = "getattr(torch.ones(2), 'nu' + 'mpy')()" if route == "computed" else \
+        "getattr(torch.ones(2), '__arr' + 'ay__')()"
+    path = tmp_path / "chunked_attention.py"
+    path.write_text((ROOT / "reference" / "chunked_attention.py").read_text() + f"\n\nimport torch\n{call}\n")
+    report = bare("chunked_attention", path)
+    assert report.status != "pass" and report.problem_error is not None, report.message
+    assert "forbids" in report.problem_error.message, report.problem_error.message
+
+
+def test_no_submitted_code_runs_once_the_trace_has_stopped():
+    """The room reads a warning's (or an exception's) text without its own __str__, its `args` or its
+    arguments' methods: code run there would be out of the op trace (it could fill a returned tensor
+    with what a rule forbids)."""
+    import warnings
+    from attn_drill.room.usercode import Session, user_text
+    calls = []
+
+    class Note(UserWarning):
+        def __str__(self):
+            calls.append("str")
+            return "mine"
+
+    class Arg:
+        def __repr__(self):
+            calls.append("repr")
+            return "mine"
+
+    session = Session("/nowhere/sub.py")
+    with session.user():
+        warnings.warn_explicit(Note("hello"), Note, "/nowhere/sub.py", 3)
+        during = list(calls)            # warnings' own registry key, inside the trace
+    assert calls == during and session.warnings == ["line 3: Note: hello"], (calls, session.warnings)
+    assert user_text(Note("hi")) == "hi" and user_text(ValueError(Arg())) == "<Arg>" and calls == during
+    assert user_text(KeyError("k")) == "'k'" and user_text(OSError(2, "No such file")) == "[Errno 2] No such file"
 
 
 @pytest.mark.parametrize("pid,route", sorted(UNTRACED))
@@ -724,3 +785,13 @@ def test_class_reports_stay_valid_and_name_links_and_sizes(tmp_path):
     assert cells["big"]["outcome"] == "error" and "MiB" in cells["big"]["message"], cells["big"]
     assert "No such file" not in json.dumps(cells)
     shutil.rmtree(out)
+
+
+def test_a_students_folder_name_stays_on_its_row():
+    """A folder named with a line break is one row of the class table, its break shown escaped."""
+    from rich.console import Console
+    from attn_drill.render.classroom import class_table
+    con = Console(width=100, file=open(os.devnull, "w"), record=True, color_system=None)
+    con.print(class_table(["ali\nce", "bob"], ["mhsa"], {}, "class", 100))
+    lines = con.export_text().splitlines()
+    assert any("ali\\nce" in line for line in lines) and not any(line.strip() == "ce" for line in lines), lines

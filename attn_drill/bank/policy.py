@@ -271,7 +271,7 @@ def _check_file(source: str, path: Path, out: Vetted, seen: set, tree, allowed: 
             v.refuse(node, t("policy.helper_link", name=f"{name}.py"))
             continue
         try:
-            text = helper.read_text(encoding="utf-8")
+            text = helper.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError):
             v.refuse(node, t("policy.helper_unreadable", name=f"{name}.py"))
             continue

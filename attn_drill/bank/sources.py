@@ -40,6 +40,12 @@ def _called_names(tree: ast.AST) -> list[tuple[int, str, bool]]:
     calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     out = []
     for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1 and \
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            out.append((node.lineno, node.args[1].value, False))     # an attribute named in a string
+        elif isinstance(node, ast.MatchClass):
+            out.extend((node.lineno, attr, False) for attr in node.kwd_attrs)   # case C(numpy=f)
         if isinstance(node, ast.Attribute):
             out.append((node.lineno, node.attr, id(node) in calls))
         elif isinstance(node, ast.Name):
@@ -144,7 +150,7 @@ def mutant_source(spec: Spec, reference_source: str, mistake_id: str) -> str:
 
 
 def read(path: Path) -> str:
-    return Path(path).read_text(encoding="utf-8")
+    return Path(path).read_text(encoding="utf-8-sig")     # a BOM (as some editors save) is no character
 
 
 def read_regular(path, limit: int = 1 << 20) -> str | None:

@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from ..i18n import labelled, t
-from ..results import printable
+from ..results import one_line
 from .base import clip, fitted_table, num
 from .report import verdict_word
 
@@ -36,7 +36,7 @@ def isolation_line(sandboxed: bool, note: str) -> Text:
 def cell_line(c, width: int) -> Text:
     """One finished grade, as it arrives."""
     line = Text.assemble((f"{outcome_word(c.outcome):<10}", OUTCOME_STYLE.get(c.outcome, "")),
-                         f" {printable(c.student)}/{c.problem}")
+                         f" {one_line(c.student)}/{c.problem}")
     if c.outcome != "pass" and c.message:
         line.append("  " + clip(" ".join(c.message.split()), max(20, width - line.cell_len - 2), 1), style="dim")
     return line
@@ -85,7 +85,7 @@ def class_table(students: list[str], problems: list[str], cells: dict, title: st
         [{"name": t("grade.passed"), "drop": 0, "justify": "right"}]
     body = []
     for s in students:
-        row, n = [printable(s)], 0
+        row, n = [one_line(s)], 0
         for p in problems:
             c = cells.get((s, p))
             if c is None:

@@ -131,6 +131,13 @@ def install_tripwires(names) -> None:
         "multi_head_attention_forward": [(F, "multi_head_attention_forward")],
         "MultiheadAttention": [(nn, "MultiheadAttention"), (nn.modules.activation, "MultiheadAttention")],
     }
+    if "numpy" in names:
+        # where a rule rests on the op trace, data may not leave torch for numpy (whose work the
+        # trace never sees): no tensor becomes an array, by .numpy() or by numpy's own __array__
+        # (a library such as matplotlib would call it); the room's wire keeps the real one
+        table["numpy"] = [(torch.Tensor, "numpy"), (torch.Tensor, "__array__")]
+        from . import wire
+        _TRUSTED_CALLERS.add(wire._enc.__code__)
     flex = sys.modules.get("torch.nn.attention.flex_attention")
     if flex is not None:
         table["flex_attention"] = [(flex, "flex_attention")]
@@ -141,6 +148,7 @@ def install_tripwires(names) -> None:
 
 
 _LET_THROUGH: dict = {}      # (entry point, torch's code object that may call it) -> the exact classes of its self
+_TRUSTED_CALLERS: set = set()  # the room's own code that may call any tripwired entry point (the wire's encoder)
 
 
 def let_through(name: str, code, cls: type) -> None:
@@ -154,6 +162,8 @@ def let_through(name: str, code, cls: type) -> None:
 
 def _tripwire(name, real=None):
     def tripwire(*args, **kwargs):
+        if real is not None and _TRUSTED_CALLERS and sys._getframe(1).f_code in _TRUSTED_CALLERS:
+            return real(*args, **kwargs)
         if real is not None and _LET_THROUGH:
             caller = sys._getframe(1)
             classes = _LET_THROUGH.get((name, caller.f_code))
@@ -171,12 +181,26 @@ _BLOCKED_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
                    "winreg.", "sys.addaudithook", "cpython.remote_debugger_script", "mmap.__new__")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.chmod": (0,),
-                "os.chown": (0,), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.utime": (0,),
+                "os.chown": (0,), "os.symlink": (1,), "os.link": (0, 1), "os.truncate": (0,), "os.utime": (0,),
                 "os.listdir": (0,), "os.scandir": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (0, 1),
                 "shutil.copytree": (0, 1), "shutil.move": (0, 1), "os.chdir": (0,)}
 # library files that evaluate text their caller hands them (string annotations): no exec from there
 _EVALUATORS = ("/typing.py", "/typing_extensions.py")
 _IMPORT_FRAMES = ("<frozen importlib._bootstrap", "<frozen zipimport>")
+
+
+def tool_roots() -> list[str]:
+    """Where Python and attn-drill load code from (the prefixes, site-packages, the user's site,
+    PYTHONPATH, this package): a room may read them, never write them; else a `.pth` file or a
+    module planted there would run in the next command, which renders the next verdict."""
+    import site
+    import sysconfig
+    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, site.getusersitepackages(),
+             os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    roots |= {p for p in sysconfig.get_paths().values() if p}
+    roots |= {p for p in sys.path if p and os.path.isabs(p)}
+    roots |= {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isabs(p)}
+    return sorted(os.path.realpath(r) for r in roots)
 
 
 def install_audit_hook(hidden: list[str], writable: list[str] | None = None, user_files=(),
@@ -194,6 +218,10 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     hidden = [realpath(h) for h in hidden if h]
     writable = None if writable is None else [realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
+    # read-only: the tool's code and Python's, but for a root holding the submission's own folder
+    folders = [realpath(os.path.dirname(f)) for f in user_files if f and os.path.isabs(f)] + (writable or [])
+    readonly = [r for r in tool_roots() if r != os.sep and not any(
+        f == r or f.startswith(r.rstrip(os.sep) + os.sep) for f in folders)]
     users = frozenset(user_files)
     busy = threading.local()
 
@@ -233,6 +261,8 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             refuse(f"writing {full} (the kernel's own files: e.g. clear_refs would reset the measured peak)")
         if writing and writable is not None and not under(full, writable):
             refuse(f"writing {full}")
+        if writing and under(full, readonly):
+            refuse(f"writing {full} (where Python and attn-drill load code from)")
 
     def caller():
         """The frame that raised the event, and whether the submission's code is on the stack."""

@@ -19,6 +19,29 @@ _counter = 0
 MAX_OUTPUT = 64_000
 
 
+_PLAIN = (str, bytes, int, float, bool, type(None))
+_HEAPTYPE = 1 << 9        # Py_TPFLAGS_HEAPTYPE: a class written in Python, not in C
+
+
+def user_text(exc: BaseException) -> str:
+    """An exception's or a warning's text without calling any method the submission may have
+    written (its __str__, an `args` property, its arguments' __str__ or __repr__): the words of the
+    first class of its MRO written in C, on its arguments when they are plain values; else the
+    arguments' types. The room runs no submitted code once the op tracer has stopped."""
+    try:
+        args = BaseException.args.__get__(exc)
+    except TypeError:
+        return ""
+    if all(type(a) in _PLAIN for a in args):
+        base = next(c for c in type(exc).__mro__ if not c.__flags__ & _HEAPTYPE)
+        try:
+            return base.__str__(exc)
+        except Exception:  # noqa: BLE001 - a malformed exception: its arguments as below
+            pass
+    parts = [str(a) if type(a) in _PLAIN else f"<{type(a).__name__}>" for a in args[:8]]
+    return parts[0] if len(parts) == 1 else ("(" + ", ".join(parts) + ")" if parts else "")
+
+
 class UserProblemError(Exception):
     def __init__(self, problem: UserProblem):
         super().__init__(problem.message)
@@ -57,7 +80,8 @@ class Session:
             finally:
                 for w in rec:
                     if self.mine(w.filename):
-                        msg = f"line {w.lineno}: {w.category.__name__}: {w.message}"
+                        text = user_text(w.message) if isinstance(w.message, BaseException) else ""
+                        msg = f"line {w.lineno}: {w.category.__name__}: {text}"
                         if msg not in self.warnings and len(self.warnings) < 20:
                             self.warnings.append(msg)
 
@@ -70,12 +94,13 @@ class Session:
 
     def problem(self, exc: BaseException, kind: str = "exception", context: str = "") -> UserProblem:
         if isinstance(exc, ForbiddenCall):
-            return UserProblem("forbidden", str(exc), self.frames(exc))
-        text = f"{type(exc).__name__}: {exc}"
+            return UserProblem("forbidden", user_text(exc), self.frames(exc))
+        said = user_text(exc)
+        text = f"{type(exc).__name__}: {said}"
         if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            text = t("room.stopped", what=f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}")
-        if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "DefaultCPUAllocator" in str(exc):
-            text = t("room.memory", what=_first_line(str(exc))[:160])
+            text = t("room.stopped", what=f"{type(exc).__name__}{': ' + said if said else ''}")
+        if isinstance(exc, MemoryError) or "can't allocate memory" in said or "DefaultCPUAllocator" in said:
+            text = t("room.memory", what=_first_line(said)[:160])
             kind = "memory"
         return UserProblem(kind, (context + text) if context else text, self.frames(exc))
 

@@ -31,6 +31,8 @@ def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Pat
         file = cwd / file if path is None else file
     if file.is_dir():
         raise UsageError(f"{file} is a folder; give the file to grade, e.g. {file / (pid + '.py')}")
+    if file.exists() and not file.is_file():
+        raise UsageError(f"{file} is not a regular file (a device, a pipe or a socket); give a .py file to grade")
     if not file.is_file():
         raise UsageError(f"{file} does not exist; create it with: attn-drill new {pid}"
                          + (f" --dir {file.parent}" if path else ""))
