@@ -35,9 +35,9 @@ def test_a_fixture_gets_its_name_or_none(judge, path):
 
 
 def test_a_kind_named_on_gradients_alone_says_so(judge):
-    """A kind's words describe the forward computation: named on a case whose outputs are right,
-    the report says that only the gradients are wrong."""
+    """A kind's words describe the forward computation: named on a case whose outputs are right (or
+    at places inside a hand-written backward), the report says the mistake is in the backward."""
     r = judge.grade("flash_attention", str(Path(__file__).parent / "fixtures" / "symptoms" /
                                           "flash_attention__kind.scale_missing__dk_only.py"), 0, time_limit=60)
     assert r.diagnosis is not None and r.diagnosis.mistake == "kind.scale_missing"
-    assert r.diagnosis.en.startswith("Only the gradients are wrong") and "只有梯度不对" in r.diagnosis.zh
+    assert r.diagnosis.en.startswith("In the backward computation") and "反向计算" in r.diagnosis.zh

@@ -48,6 +48,7 @@ class Candidate:
     id: str                   # kind.<kind id>
     place: str                # where in the reference: "line 42" (verify's words)
     source: str
+    backward: bool = False    # every place edited lies in a hand-written backward (a function named *backward*)
 
 
 # --------------------------------------------------------------------------- matching helpers
@@ -771,26 +772,30 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
     base = ast.parse(reference_source)
     nodes = list(ast.walk(base))
     sizes_by_fn = _sizes(base)
-    around = {}
+    around, named = {}, {}
     for fn in nodes:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for n in ast.walk(fn):
+            for n in ast.walk(fn):           # the innermost function last
                 around[id(n)] = fn.lineno
+                named[id(n)] = fn.name
     sizes = [sizes_by_fn.get(around.get(id(n)), []) for n in nodes]
     lines = _Lines(reference_source)
     out, seen = [], {reference_source}
 
-    def keep(kind, src, place):
+    def in_backward(places) -> bool:
+        return all("backward" in named.get(id(nodes[i]), "").lower() for i in places)
+
+    def keep(kind, src, place, places=()):
         if src is not None and src not in seen:
             seen.add(src)
-            out.append(Candidate(PREFIX + kind.id, place, src))
+            out.append(Candidate(PREFIX + kind.id, place, src, bool(places) and in_backward(places)))
 
     for kind in KINDS:
         sites = [(i, k) for i, n in enumerate(nodes) if isinstance(n, (ast.expr, ast.Assign))
                  for k in range(len(_edits(kind, n, sizes[i])))]
         if kind.whole:
             if sites:
-                keep(kind, *_edited(kind, base, {i: 0 for i, _ in sites}, sizes))
+                keep(kind, *_edited(kind, base, {i: 0 for i, _ in sites}, sizes), [i for i, _ in sites])
             continue
         for i, k in sites:
             node = copy.deepcopy(nodes[i])       # the edit may change the node: never the reference's
@@ -804,7 +809,7 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
                     text = "(" + ast.unparse(ast.fix_missing_locations(new)) + ")"
             except (ValueError, TypeError, AttributeError, RecursionError):
                 continue
-            keep(kind, _with_helpers(lines.splice(nodes[i], text)), f"line {nodes[i].lineno}")
+            keep(kind, _with_helpers(lines.splice(nodes[i], text)), f"line {nodes[i].lineno}", [i])
         # the same mistake at every place of one form (each of q, k and v split without the
         # transpose, both k and v tiled): one candidate more, as a candidate writes a helper once
         forms: dict[str, dict[int, int]] = {}
@@ -812,7 +817,7 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
             forms.setdefault(_edits(kind, nodes[i], sizes[i])[k].__name__, {}).setdefault(i, k)
         for picks in forms.values():
             if 2 <= len(picks) <= MAX_LIKE_PLACES:
-                keep(kind, *_edited(kind, base, picks, sizes))
+                keep(kind, *_edited(kind, base, picks, sizes), list(picks))
     _CACHE[reference_source] = tuple(out)
     return _CACHE[reference_source]
 

@@ -38,7 +38,7 @@ class Mistakes:
         self._modules: dict | None = None
         self._kinds: dict | None = None
         self._matched: dict[str, list[str]] = {}   # a kind named -> the keys of its candidates that fit
-        self._backward_only: set[str] = set()      # kinds named on a case whose outputs were right
+        self._backward_only: set[str] = set()      # kinds named where only a gradient (formula) is wrong
         self.fitting: list[str] = []   # the spec's mutants that fit the named case, closest first
         self._named_case: tuple | None = None   # that case's evidence, to ask the kinds later
 
@@ -53,9 +53,9 @@ class Mistakes:
         m = kind or self.spec.mistake(mid)
         if kind and mid in self._backward_only:
             # a kind's words describe the forward computation; here only a gradient is wrong
-            return Diagnosis(mid, f"Only the gradients are wrong (the outputs are right): {kind.title.en}, in "
-                                  "the backward computation, where the reference has it.",
-                             f"只有梯度不对（输出是对的）：反向计算中{kind.title.zh}，而参考实现里有对应的一项。")
+            return Diagnosis(mid, f"In the backward computation (a gradient formula): {kind.title.en}, at a place "
+                                  "where the reference's gradient has it.",
+                             f"问题在反向计算（某个梯度公式）里：{kind.title.zh}，参考实现的梯度在这里有对应的一项。")
         return Diagnosis(mid if kind else m.id, m.diagnosis.en, m.diagnosis.zh)
 
     def choose(self, mid: str, named_case: str, runs) -> str | None:
@@ -108,7 +108,7 @@ class Mistakes:
             return None    # no candidate fits, or candidates of two kinds do: not sure which
         kid = kinds.pop()
         self._matched[kid] = [key for _, key in sorted(fits)]
-        if res.forward == PASS and res.gradient == FAIL:
+        if (res.forward == PASS and res.gradient == FAIL) or all(BACKWARD in key for _, key in fits):
             self._backward_only.add(kid)
         return self.diagnosis(kid)
 
@@ -275,13 +275,17 @@ def _load(spec) -> dict:
     return out
 
 
+BACKWARD = "~backward"       # in a candidate's key: its edits lie in a hand-written backward
+
+
 def _load_kinds(spec) -> dict:
     """The catalogue's candidates for the problem's reference, as modules keyed `kind.<id>@<place>`."""
     ref_src = sources.read(bank.reference_path(spec.id))
     out = {}
     for i, cand in enumerate(catalogue.candidates(ref_src)):
         try:
-            out[f"{cand.id}@{cand.place}#{i}"] = load_source(cand.source, f"kind_{i}")
+            out[f"{cand.id}@{cand.place}{BACKWARD if cand.backward else ''}#{i}"] = \
+                load_source(cand.source, f"kind_{i}")
         except Exception:  # noqa: BLE001 - a candidate that does not even load names nothing
             continue
     return out

@@ -222,8 +222,10 @@ _ONLY = {
            "是不是 squeeze() 去掉了 batch 维，或 reshape 假设了 B > 1？"),
     "l1": ("a squeeze() that drops the length axis, or a view that assumes L > 1?",
            "是不是 squeeze() 去掉了长度维，或 view 假设了 L > 1？"),
-    "lq_ne_lk": ("a size taken from the queries where the keys' is meant, or a causal mask aligned top-left?",
-                 "是不是该用 key 长度的地方用了 query 的长度，或因果掩码按左上角对齐了？"),
+    "lq_ne_lk": ("a size taken from the queries where the keys' is meant, positions counted from 0 instead of "
+                 "where the new tokens start, or a causal mask aligned top-left?",
+                 "是不是该用 key 长度的地方用了 query 的长度，位置从 0 数起而不是从新 token 的起点数起，"
+                 "或因果掩码按左上角对齐了？"),
     "dv_ne_d": ("a shape or scale taken from Q or K where V's is meant (an output or accumulator shaped like Q)?",
                 "是不是该用 V 的维度时用了 Q 或 K 的（例如输出或累加器按 Q 的形状分配）？"),
     "large_logits": ("subtract each row's maximum before exp, and keep the scores in float32",
@@ -272,6 +274,9 @@ def across_cases(results: list, cases: list) -> Symptom | None:
                        "所有失败的用例前向都对、梯度不对："
                        "是不是有东西被 detach 了（.detach()、.data、torch.no_grad()），"
                        "有原地修改，或手写的反向传播有误？")
+    # only cases of the functions that failed tell a trait apart (a helper's cases passing say nothing)
+    targets = {c.target for _, c in failed}
+    passed = [(r, c) for r, c in passed if c.target in targets]
     if len(passed) < 2:
         return None
     common = set.intersection(*(traits_of(c) for _, c in failed))
