@@ -198,3 +198,43 @@ def test_a_binary_file_or_a_folder_is_explained(cli_env, tmp_path, monkeypatch):
     assert res.exit_code == 1 and "not UTF-8" in res.output
     res = invoke(["check", "mhsa", str(tmp_path)], cli_env)
     assert res.exit_code == 2 and "is a folder" in res.output
+
+
+def test_a_device_is_explained_and_a_bom_is_no_character(cli_env, tmp_path, monkeypatch, judge):
+    """`check mhsa /dev/null` names what the path is; a file saved with a UTF-8 BOM (as some editors
+    save) is graded as Python runs it."""
+    monkeypatch.chdir(tmp_path)
+    res = invoke(["check", "mhsa", "/dev/null"], cli_env)
+    assert res.exit_code == 2 and "not a regular file" in res.output, res.output
+    from attn_drill import bank
+    bom = tmp_path / "mhsa.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + bank.reference_path("mhsa").read_bytes())
+    assert judge.grade("mhsa", str(bom), 0, time_limit=60).status == "pass"
+
+
+def test_check_json_is_a_document_whatever_goes_wrong(cli_env, tmp_path, monkeypatch):
+    """A script reading `check --json` gets JSON even when nothing could be graded (exit 2)."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    res = invoke(["check", "nosuch", "x.py", "--json"], cli_env)
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "error" and "nosuch" in doc["message"] and doc["attn_drill"]["not_graded"] is True
+
+
+def test_the_command_line_as_run_names_one_command_or_all(cli_env, tmp_path):
+    """`attn-drill <command>` builds only that command; the top-level help still lists every one, and
+    a mistyped name gets click's suggestion, once."""
+    import os
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "attn_drill", *args], cwd=tmp_path, capture_output=True,
+                              text=True, env={**os.environ, **cli_env}, timeout=60)
+    top = run("--help")
+    assert top.returncode == 0 and all(c in top.stdout for c in ("list", "check", "grade", "verify"))
+    typo = run("lst")
+    assert typo.returncode == 2 and typo.stderr.count("Did you mean 'list'?") == 1, typo.stderr
+    listed = run("list", "--tag", "gqa")
+    assert listed.returncode == 0 and "gqa" in listed.stdout

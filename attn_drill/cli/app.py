@@ -19,6 +19,7 @@ app = typer.Typer(
     help="Practise hand-writing attention for LLM coding interviews.\n\n"
          "Start with: attn-drill list, then attn-drill new mhsa, edit mhsa.py, attn-drill check mhsa.",
     no_args_is_help=True, add_completion=True, rich_markup_mode="rich",
+    suggest_commands=False,      # click suggests the near names itself: once is enough
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -56,14 +57,23 @@ def complete_id(incomplete: str) -> list[str]:
         return []
 
 
+_json_errors = False
+
+
 def _fail(message: str, code: int = 2):
     from .. import render
     render.error(message)
+    if _json_errors:        # --json: a reader of stdout gets a document whatever went wrong
+        render.print_json({"version": 3, "status": "error", "message": message, "tests": [],
+                           "attn_drill": {"exit_code": code, "not_graded": True}})
     raise typer.Exit(code)
 
 
-def run(fn, *args, **kwargs) -> None:
-    """Call a verb; turn the tool's own error types into a message and an exit code."""
+def run(fn, *args, json_errors: bool = False, **kwargs) -> None:
+    """Call a verb; turn the tool's own error types into a message and an exit code (with
+    `json_errors`, also an exercism-style error document on stdout)."""
+    global _json_errors
+    _json_errors = json_errors
     from .. import render
     from ..progress import adopt, store
     store.PRINTERS.update(warn=render.warn, note=lambda m: render.say(m, "dim", stderr=True))

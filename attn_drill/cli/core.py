@@ -68,7 +68,7 @@ def check(problem: Optional[str] = typer.Argument(None, help="Problem id; omit t
     """
     from ..verbs.check import check as verb
     run(verb, problem, path, seed, full, case, verbose, json_out, use_lang(lang), sandbox, Path.cwd(), fmt.value,
-        html)
+        html, json_errors=json_out)
 
 
 @app.command()
