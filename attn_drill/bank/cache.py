@@ -7,11 +7,10 @@ A cache that cannot be read or written is simply not used. No torch, no YAML her
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
-import tempfile
+import zlib
 from pathlib import Path
 
 from . import spec as _spec
@@ -52,7 +51,8 @@ class SpecCache:
     def __init__(self, problems: Path):
         self.problems = problems
         where = folder()
-        tag = hashlib.sha1(str(problems.resolve()).encode()).hexdigest()[:16]
+        bank_path = str(problems.resolve()).encode()
+        tag = f"{zlib.crc32(bank_path):08x}{len(bank_path):04x}"   # zlib, not hashlib: a name only, cheap to import
         self.file = None if where is None else where / f"specs-{tag}.pickle"
         self.version = _parser_version()
         self.entries: dict[str, tuple] = {}
@@ -94,6 +94,7 @@ class SpecCache:
             return
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile                      # only when writing: `list` reads
             fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".specs-")
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump({"version": self.version, "entries": self.entries}, fh, protocol=pickle.HIGHEST_PROTOCOL)

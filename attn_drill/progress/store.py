@@ -27,7 +27,6 @@ import fcntl
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -282,6 +281,7 @@ def _write(folder: Path, data: dict) -> None:
 
 def _replace(path: Path, blob: bytes) -> None:
     """Write `blob` as `path` atomically: a temp file beside it, fsync, rename."""
+    import tempfile                      # only when writing: reading the records needs none
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -27,7 +27,8 @@ class _Console(Console):
 def console(stderr: bool = False, width: int | None = None) -> Console:
     if width is None and os.environ.get("COLUMNS", "").isdigit():
         width = int(os.environ["COLUMNS"])
-    return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    # no emoji codes: ":name:" in text (a submission's own words too) is shown as written
+    return _Console(stderr=stderr, width=width, highlight=False, soft_wrap=False, emoji=False)
 
 
 def emit(data, as_json: bool, view) -> None:
