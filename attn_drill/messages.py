@@ -315,6 +315,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                           "评测代码中不允许定义 `{name}`：它会改变 torch 或 Python 的分派方式"),
 
     # ------------------------------------------------------------ check
+    "check.is_folder": ("{file} is a folder; give the file to grade, e.g. {example}",
+                        "{file} 是一个文件夹；请给出要评测的文件，例如 {example}"),
+    "check.not_regular": ("{file} is not a regular file (a device, a pipe or a socket); give a .py file to grade",
+                          "{file} 不是普通文件（而是设备、管道或套接字）；请给出要评测的 .py 文件"),
+    "check.no_file": ("{file} does not exist; create it with: attn-drill new {id}",
+                      "{file} 不存在；可以这样创建：attn-drill new {id}"),
     "check.total": ("{passed} of {total} problems pass", "{total} 道题中 {passed} 道通过"),
     "check.next": ("next:", "下一题："),
     "check.drill_done": ("re-drill of {id} passed (rated {rating}); the next one is due on {date}: attn-drill today", "{id} 的重练通过（评为{rating}）；下一次在 {date}：attn-drill today"),

@@ -30,12 +30,11 @@ def resolve(pid: str | None, path: str | None, cwd: Path) -> list[tuple[str, Pat
     if not file.is_absolute():
         file = cwd / file if path is None else file
     if file.is_dir():
-        raise UsageError(f"{file} is a folder; give the file to grade, e.g. {file / (pid + '.py')}")
+        raise UsageError(t("check.is_folder", file=file, example=file / (pid + ".py")))
     if file.exists() and not file.is_file():
-        raise UsageError(f"{file} is not a regular file (a device, a pipe or a socket); give a .py file to grade")
+        raise UsageError(t("check.not_regular", file=file))
     if not file.is_file():
-        raise UsageError(f"{file} does not exist; create it with: attn-drill new {pid}"
-                         + (f" --dir {file.parent}" if path else ""))
+        raise UsageError(t("check.no_file", file=file, id=pid) + (f" --dir {file.parent}" if path else ""))
     return [(pid, file)]
 
 
