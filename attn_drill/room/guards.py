@@ -264,9 +264,10 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         if writing and under(full, readonly):
             refuse(f"writing {full} (where Python and attn-drill load code from)")
 
-    def caller():
-        """The frame that raised the event, and whether the submission's code is on the stack."""
-        frame = sys._getframe(3)
+    def caller(depth: int = 3):
+        """The frame that raised the event (`depth` frames up from here: the event, the hook, its
+        helper), and whether the submission's code is on the stack."""
+        frame = sys._getframe(depth)
         on_stack, f = False, frame
         while f is not None and not on_stack:
             on_stack = f.f_code.co_filename in users
@@ -279,12 +280,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             return False
         busy.on = True
         try:
-            frame = sys._getframe(3)
-            while frame is not None:
-                if frame.f_code.co_filename in users:
-                    return True
-                frame = frame.f_back
-            return False
+            return caller(4)[1]
         finally:
             busy.on = False
 
