@@ -252,8 +252,10 @@ def _check_file(source: str, path: Path, out: Vetted, seen: set, tree, allowed: 
         return
     lines = source.splitlines()
     v = _Visitor(path, lines, out.refusals, allowed)
-    for node, name in reserved_names(tree):
-        v.refuse(node, t("policy.reserved", name=name))
+    # an ASCII source spells identifiers as written: without the text, none of them is the room's
+    if not source.isascii() or RESERVED in source:
+        for node, name in reserved_names(tree):
+            v.refuse(node, t("policy.reserved", name=name))
     v.own = {"self", "cls"} | {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     try:
         v.visit(tree)

@@ -199,6 +199,7 @@ class Vetting:
     message: str
     tree: ast.Module | None = None
     helpers: dict = field(default_factory=dict)   # vetted helper files beside it: {module: (path, text)}
+    findings: list | None = None      # scan()'s findings, once the file got that far
 
 
 def vet(path: Path, spec: Spec | None = None) -> tuple[str, UserProblem | None, str]:
@@ -243,7 +244,8 @@ def vet_tree(path: Path, spec: Spec | None = None) -> Vetting:
             listed = ", ".join(sorted(n for n in have if not n.startswith("_"))) or t("vet.nothing")
             msg = t("vet.missing", name=missing[0], listed=listed, id=spec.id)
             return Vetting(src, UserProblem("missing", msg), msg, tree)
-        used = forbidden_use(src, spec, tree)
+        findings = scan(src, spec, tree)
+        used = forbidden_use(src, spec, tree, findings)
         if used:      # a forbidden call: refused here, no case needs to run to say so
             first, code = used[0], _line(src, used[0].line)
             at = re.search(rf"\b{re.escape(first.name)}\b", code)
@@ -252,12 +254,13 @@ def vet_tree(path: Path, spec: Spec | None = None) -> Vetting:
             return Vetting(src, UserProblem("forbidden", msg + more, [Frame(path.name, first.line, "<module>", code,
                                                                              at.start() + 1 if at else 0)]),
                            t("report.line", line=first.line, message=msg), tree)
+        return Vetting(src, None, "", tree, vetted.helpers, findings)
     return Vetting(src, None, "", tree, vetted.helpers)
 
 
-def forbidden_use(src: str, spec: Spec, tree: ast.Module) -> list[Finding]:
+def forbidden_use(src: str, spec: Spec, tree: ast.Module, findings: list[Finding] | None = None) -> list[Finding]:
     """The forbidden names a file uses, where it uses them (found before it runs: refused at once)."""
-    return [f for f in scan(src, spec, tree) if f.line]
+    return [f for f in (scan(src, spec, tree) if findings is None else findings) if f.line]
 
 
 def _line(src: str, n: int) -> str:

@@ -27,7 +27,7 @@ from ..room.side import Side
 from . import precision, symptoms, untrusted
 from .compare import weights_detail
 from .mistakes import Mistakes
-from .prepare import LazyObs, Prepared, ProblemFiles, reference_sides
+from .prepare import LazyObs, Prepared, ProblemFiles, problem_files, reference_sides
 from .rooms import RoomFailure, Zygote
 from .verdicts import judge, property_failure, report_verdict, stub_message
 
@@ -143,12 +143,13 @@ class Grading:
         if v.problem is not None:
             r.status, r.problem_error, r.message = ERROR, v.problem, v.message
             return False
-        r.findings = [f.__dict__ for f in sources.scan(v.src, self.spec, v.tree)]
+        found = v.findings if v.findings is not None else sources.scan(v.src, self.spec, v.tree)
+        r.findings = [f.__dict__ for f in found]
         self.preload = policy.imported_modules(v.src, v.tree, self.spec.imports)
         return True
 
     def _cases(self) -> list[Case]:
-        self.files = files = ProblemFiles(self.problem)
+        self.files = files = problem_files(self.problem)
         self.key = files.key(self.seed, self.full)
         self.mistakes = Mistakes(self.spec, self.key, files.probes, self._judged)
         all_cases = files.grader.cases(Ctx(self.seed, full=self.full, settings=self.spec.settings))

@@ -65,13 +65,27 @@ def _tensor_bytes(value, depth: int = 0) -> int:
 
 
 REFERENCE_SIDES = Memo(256)
+_LOADED: dict[str, "ProblemFiles"] = {}
 FLOAT32_SIDES = Memo(256, 256 << 20)
+
+
+def problem_files(pid: str) -> "ProblemFiles":
+    """The problem's trusted files, loaded once per judge while their contents stay the same (a judge
+    grading many files of one problem, as verify and watch do, execs its reference and grader once)."""
+    h = hashlib.sha256()
+    for path in (bank.spec_path(pid), bank.reference_path(pid), bank.grader_path(pid), bank.probe_path(pid)):
+        h.update(path.read_bytes() if Path(path).is_file() else b"-")
+    digest = h.hexdigest()
+    kept = _LOADED.get(pid)
+    if kept is None or kept.digest != digest:
+        kept = _LOADED[pid] = ProblemFiles(pid, digest)
+    return kept
 
 
 class ProblemFiles:
     """A problem's trusted files, loaded in the judge: the spec, the reference, the grader, the probes."""
 
-    def __init__(self, pid: str):
+    def __init__(self, pid: str, digest: str):
         self.spec = bank.get(pid)
         self.id = pid
         self.ref_mod = load_module(str(bank.reference_path(pid)), None, "reference")
@@ -80,10 +94,7 @@ class ProblemFiles:
         self.probe_source = probe_path.read_text(encoding="utf-8") if probe_path.is_file() else None
         self.probes = load_source(self.probe_source, f"probes_{pid}", filename=str(probe_path)) \
             if self.probe_source else None
-        h = hashlib.sha256()
-        for path in (bank.spec_path(pid), bank.reference_path(pid), bank.grader_path(pid), probe_path):
-            h.update(path.read_bytes() if Path(path).is_file() else b"-")
-        self.digest = h.hexdigest()
+        self.digest = digest      # of the files' contents as read just before they were loaded
 
     def key(self, seed: int, full: bool) -> tuple:
         """What fixes every case of a grading: the bank files' contents, the seed and --full."""
