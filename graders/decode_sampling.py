@@ -51,6 +51,8 @@ PROMISES = [
     ("bfloat16 logits", "filter_bf16"),
     ("sample_inverse_cdf: the smallest id whose cumulative probability exceeds u, in token-id order",
      "sample_token_id_order_fp64"),
+    ("u exactly on a cumulative sum: the next token (strictly greater), never one of probability 0",
+     "sample_exact_boundary_"),
     ("when rounding leaves the total at or below u: the last token with a non-zero probability",
      "sample_fallback_fp32"),
     ("token t = sample_inverse_cdf(filter_probs(logits), uniforms[:, t])", "generate_"),
@@ -217,6 +219,30 @@ def _sample_case(ctx: Ctx, name, B, V, dtype, fallback=False):
     return Case(name=name, target="sample_inverse_cdf", inputs={"probs": probs, "u": u}, dtype=dtype, grad=False,
                 output_names=("tokens",), traits=traits(B=B, L=V),
                 note=f"B={B} V={V}" + (", rows summing to 0.995, u above it" if fallback else ", token-id order"))
+
+
+def _exact_boundary_case(ctx: Ctx, name, dtype):
+    """Uniforms exactly on a cumulative sum (0 among them, before a token of probability 0): the
+    strict `> u` decides, so the token whose sum equals u is never drawn. The probabilities are
+    dyadic, so every sum is exact in float32 and float64 however it is accumulated."""
+    rows, us = [], []
+    for _ in range(6):
+        V = ctx.int(5, 10)
+        weights = [ctx.choice([0, 0, 1, 2, 4]) for _ in range(V)]
+        weights[0] = 0                                        # a first token that can never be drawn
+        weights[ctx.int(1, V - 1)] += 1
+        total = sum(weights)
+        scale = 1 << (total - 1).bit_length()                 # a power of two >= total
+        weights[-1] += scale - total                          # the row sums to exactly 1
+        p = torch.tensor(weights, dtype=torch.float64) / scale
+        cdf = p.cumsum(0)
+        sums = sorted({float(c) for c in cdf if float(c) < 1.0})
+        rows.append(torch.nn.functional.pad(p, (0, 10 - V)))
+        us.append(ctx.choice(sums))
+    us[0] = 0.0
+    return Case(name=name, target="sample_inverse_cdf", inputs={"probs": torch.stack(rows), "u": torch.tensor(us)},
+                dtype=dtype, grad=False, output_names=("tokens",), traits=traits(B=6, L=10),
+                note="u exactly on a cumulative sum (u = 0 before a token of probability 0)")
 
 
 # ---------------------------------------------------------------- generate cases
@@ -390,6 +416,8 @@ def cases(ctx: Ctx) -> list[Case]:
                                 ctx.choice([0.0, 0.05]))),
         _sample_case(ctx, "sample_token_id_order_fp64", 7, 11, f64),
         _sample_case(ctx, "sample_fallback_fp32", 6, 9, f32, fallback=True),
+        _exact_boundary_case(ctx, "sample_exact_boundary_fp64", f64),
+        _exact_boundary_case(ctx, "sample_exact_boundary_fp32", f32),
         _generate_case(ctx, "generate_chain_fp64", 3, 5, 8, 12, 16, 4, f64, chain),
         _generate_case(ctx, "generate_top_p_fp32", 2, 4, 6, 11, 12, 3, f32, _filters(temperature=1.2, top_p=0.9)),
         _generate_case(ctx, "generate_greedy_b1_fp64", 1, 6, 7, 10, 8, 2, f64, _filters(temperature=0.0)),

@@ -59,6 +59,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _norm_case(ctx, "rmsnorm_fp64", 2, 5, 12, 1e-5, torch.float64),
         _norm_case(ctx, "rmsnorm_eps_matters_b1_fp64", 1, 3, 10, 1e-3, torch.float64, scale=0.03),
         _norm_case(ctx, "rmsnorm_bf16", 3, 7, 20, 1e-6, torch.bfloat16),
+        # x² above float16's largest value (65504): only a norm computed in float32 survives
+        _norm_case(ctx, "rmsnorm_fp16_large", 2, 5, 16, 1e-6, torch.float16, scale=400.0),
         _mlp_case(ctx, "mlp_fp64", 2, 6, 12, 20, torch.float64),
         _attn_case(ctx, "attn_q6_kv2_fp64", 2, 7, 6, 2, 4, torch.float64),
         _attn_case(ctx, "attn_q4_kv1_pad_fp64", 3, 9, 4, 1, 6, torch.float64, pad=True, theta=500.0),

@@ -12,7 +12,7 @@ from attn_drill.i18n import pick
 PROMISES = [
     ("soft_cap(x, cap) = cap * tanh(x / cap)", "soft_cap_"),
     ("rms_norm: weight * x / sqrt(mean(x^2) + eps), eps inside the square root", "rms_norm_small_rows_fp64"),
-    ("rms_norm: float16/bfloat16 normalised in float32, cast back before the weight", "rms_norm_bf16"),
+    ("rms_norm: float16/bfloat16 normalised in float32, cast back before the weight", "rms_norm_"),
     ("capped_attention: scores = q k^T * scaling, then the cap, then the causal and padding mask",
      "core_small_cap_pad_fp64"),
     ("capped_attention: softcap None means no cap", "core_no_cap_fp64"),
@@ -109,6 +109,8 @@ def cases(ctx: Ctx) -> list[Case]:
         # mean(x^2) ~ 1e-6: eps inside the square root and eps outside it differ here
         _norm_case(ctx, "rms_norm_small_rows_fp64", (2, 4, 2, 6), 1e-6, f64, scale=1e-3),
         _norm_case(ctx, "rms_norm_bf16", (3, 6, 2, 10), 1e-6, bf16),
+        # x² above float16's largest value (65504): only a norm computed in float32 survives
+        _norm_case(ctx, "rms_norm_fp16_large", (2, 5, 2, 8), 1e-6, torch.float16, scale=400.0),
         _core_case(ctx, "core_gemma_fp64", 2, 3, 9, 8, f64, 1 / 16, 50.0, scale=6.0),
         _core_case(ctx, "core_small_cap_pad_fp64", 3, 2, 7, 5, f64, 5 ** -0.5, 2.0, pad=True, scale=2.0),
         _core_case(ctx, "core_no_cap_fp64", 2, 2, 6, 4, f64, 0.5, None),

@@ -48,7 +48,7 @@ def test_candidates_are_one_edit_of_the_reference_each(pid):
 def test_the_parts_a_kind_edits_are_found_where_they_are():
     gqa = _kinds("gqa")   # scale by sqrt(D), softmax(dim=-1), masked_fill, split/merge heads, expand to groups
     for kid in ("scale_sqrt_missing", "scale_missing", "scale_inverted", "scale_wrong_size", "softmax_axis",
-                "mask_inverted", "heads_without_transpose", "kv_tiled"):
+                "mask_inverted", "reshape_without_transpose", "kv_tiled"):
         assert gqa[kid] >= 1, kid
     assert gqa["rope_layout"] == 0 and gqa["eps_outside"] == 0 and gqa["residual_missing"] == 0
     llama = _kinds("llama_block")
@@ -73,7 +73,7 @@ def test_one_mistake_at_every_place_of_one_form_is_one_candidate_more():
     src = ("def f(x, y, z, B, L, H, D):\n    q = x.view(B, L, H, D).transpose(1, 2)\n"
            "    k = y.view(B, L, H, D).transpose(1, 2)\n    v = z.view(B, L, H, D).transpose(1, 2)\n"
            "    return (q @ k @ v).transpose(1, 2).reshape(B, L, H * D)\n")
-    cands = [c for c in catalogue.candidates(src) if c.id == "kind.heads_without_transpose"]
+    cands = [c for c in catalogue.candidates(src) if c.id == "kind.reshape_without_transpose"]
     assert sorted(c.place for c in cands) == ["line 2", "line 3", "line 4", "line 5", "lines 2, 3, 4"]
     every_split = next(c for c in cands if c.place == "lines 2, 3, 4").source
     assert every_split.count("view(B, H, L, D)") == 3 and ".transpose(1, 2).reshape" in every_split

@@ -275,7 +275,8 @@ def _sign_flipped(node, sizes=()):
 
 
 def _heads_without_transpose(node, sizes=()):
-    """x.view(B, L, H, D).transpose(1, 2) -> x.view(B, H, L, D); out.transpose(1, 2)...view(...) -> no transpose."""
+    """x.view(B, L, H, D).transpose(1, 2) -> x.view(B, H, L, D); out.transpose(1, 2)...view(...) -> no
+    transpose (heads, or any two axes regrouped: the kind's words say so)."""
     if _call(node, "transpose") and _is_method(node) and len(node.args) == 2:
         a, b = _num(node.args[0]), _num(node.args[1])
         src = node.func.value
@@ -531,6 +532,46 @@ def _rope_layout(node, sizes=()):
                 ast.Tuple([node.args[0], node.args[0]], ast.Load())], [ast.keyword("dim", _const(-1))])
 
 
+def _plain(node) -> bool:
+    """A name or an attribute (a variable, self.scaling): not a number, not a call."""
+    return isinstance(node, (ast.Name, ast.Attribute))
+
+
+def _ratio_inverted(node, sizes=()):
+    """a / b -> b / a, both named values (lora_alpha / r -> r / lora_alpha)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _plain(node.left) and _plain(node.right):
+        yield lambda: ast.BinOp(node.right, ast.Div(), node.left)
+
+
+def _divide_as_multiply(node, sizes=()):
+    """x / t -> x * t for a named divisor (logits / temperature -> logits * temperature)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _plain(node.right) and \
+            _num(node.left) is None:
+        yield lambda: ast.BinOp(node.left, ast.Mult(), node.right)
+
+
+_SUM_MEAN = {"sum": "mean", "mean": "sum"}
+
+
+def _sum_mean(node, sizes=()):
+    """x.mean(-1) -> x.sum(-1), torch.sum(x, 0) -> torch.mean(x, 0)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SUM_MEAN and \
+            (node.args or node.keywords or _is_method(node)):
+        yield lambda: ast.Call(ast.Attribute(node.func.value, _SUM_MEAN[node.func.attr], ast.Load()),
+                               node.args, node.keywords)
+
+
+_BASE = {"log": "log2", "log2": "log", "exp": "exp2", "exp2": "exp"}
+
+
+def _log_base(node, sizes=()):
+    """torch.log(x) -> torch.log2(x), x.exp() -> x.exp2() (and back)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _BASE and \
+            not (isinstance(node.func.value, ast.Name) and node.func.value.id == "math"):
+        yield lambda: ast.Call(ast.Attribute(node.func.value, _BASE[node.func.attr], ast.Load()),
+                               node.args, node.keywords)
+
+
 def _T(en, zh):
     return Text(en, zh)
 
@@ -597,14 +638,15 @@ KINDS: tuple[Kind, ...] = (
          _T("A sign is flipped: a term is added where it should be subtracted, subtracted the other "
             "way round, or negated where it should not be (or the reverse).",
             "某处符号反了：该减的加了、减反了方向，或者不该取负的取了负（或反之）。"), _sign_flipped),
-    Kind("heads_without_transpose", _T("heads split or merged without the transpose",
-                                       "拆分或合并头时缺少 transpose"),
-         _T("The heads are split or merged by a reshape alone: (B, L, H·D) viewed as (B, H, L, D), or "
-            "(B, H, L, D) viewed back as (B, L, H·D), mixes positions and heads. View as (B, L, H, D) "
-            "and transpose(1, 2) (and transpose back before merging).",
-            "只用 reshape 拆分或合并头：把 (B, L, H·D) 直接 view 成 (B, H, L, D)，或把 (B, H, L, D) 直接 "
-            "view 回 (B, L, H·D)，会把位置和头混在一起。应先 view 成 (B, L, H, D) 再 transpose(1, 2)"
-            "（合并前先转置回来）。"), _heads_without_transpose),
+    Kind("reshape_without_transpose", _T("a reshape without the transpose it needs",
+                                         "reshape 前缺少所需的 transpose"),
+         _T("Two axes are regrouped by a reshape (or view) alone, where a transpose (or permute) should "
+            "come first, so the elements land in the wrong order. For attention heads: view (B, L, H·D) "
+            "as (B, L, H, D) and transpose(1, 2), never straight as (B, H, L, D), and transpose back "
+            "before merging the heads.",
+            "只用 reshape（或 view）重排了两个维度，而之前本应先 transpose（或 permute），于是元素顺序错了。"
+            "对注意力的头而言：把 (B, L, H·D) 先 view 成 (B, L, H, D) 再 transpose(1, 2)，不要直接 view 成 "
+            "(B, H, L, D)；合并头之前也要先转置回来。"), _heads_without_transpose),
     Kind("kv_tiled", _T("KV heads tiled, not repeated in place", "KV 头被平铺而不是逐个重复"),
          _T("The KV heads are repeated with `.repeat` (tiling: 0, 1, 0, 1) where each one should be "
             "repeated in place (`repeat_interleave`: 0, 0, 1, 1), so query head h reads KV head h mod "
@@ -678,6 +720,26 @@ KINDS: tuple[Kind, ...] = (
             "from the key cache (or pool), so the output is a weighted sum of keys.",
             "value 取自存放 key 的地方：v 用了 key 的投影计算，或者从 key 的缓存（或池）里读出，"
             "于是输出成了 key 的加权和。"), _values_from_keys),
+    Kind("ratio_inverted", _T("a ratio inverted (b / a for a / b)", "比值倒过来了（写成了 b / a）"),
+         _T("A ratio of two values is upside down: `b / a` where `a / b` is meant (e.g. `r / alpha` for "
+            "`alpha / r`), so what should grow with `a` shrinks with it.",
+            "两个量的比值倒过来了：本应是 `a / b`，却写成了 `b / a`（例如把 `alpha / r` 写成 `r / alpha`），"
+            "于是本该随 `a` 增大的量反而随它减小。"), _ratio_inverted),
+    Kind("divide_as_multiply", _T("multiplied where it should divide", "该除的地方乘了"),
+         _T("A value is multiplied by a factor it should be divided by: `x * t` where `x / t` is meant "
+            "(e.g. logits times the temperature), so the factor acts the opposite way.",
+            "本应除以某个因子，却乘上了它：应为 `x / t` 却写成 `x * t`（例如 logits 乘以温度），"
+            "于是这个因子的作用方向反了。"), _divide_as_multiply),
+    Kind("sum_mean", _T("a sum and a mean confused", "求和与求平均搞混了"),
+         _T("A sum is taken where the mean is meant, or the mean where the sum is meant (e.g. the sum "
+            "of squares in a norm), so the result is off by the count of elements reduced.",
+            "本应求平均却求了和，或本应求和却求了平均（例如归一化里的平方和），"
+            "于是结果差了被归约元素个数那么多倍。"), _sum_mean),
+    Kind("log_base", _T("base 2 and base e confused", "以 2 为底和以 e 为底搞混了"),
+         _T("A logarithm or an exponential uses the other base: `log2` or `exp2` where the natural "
+            "`log` or `exp` is meant (or the reverse), so the values are off by a factor ln 2.",
+            "对数或指数用错了底：本应是自然对数 `log` 或 `exp`，却用了 `log2` 或 `exp2`（或反之），"
+            "于是数值差了 ln 2 倍。"), _log_base),
     Kind("given_scale_ignored", _T("a given scale ignored", "忽略了传入的 scale"),
          _T("The scale argument is ignored: the default (1/√d) is used even when a scale is given.",
             "忽略了 scale 参数：即使传入了 scale，也仍然使用默认值（1/√d）。"), _given_scale_ignored),
