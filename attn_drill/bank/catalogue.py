@@ -272,6 +272,15 @@ def _sign_flipped(node, sizes=()):
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and all(
             isinstance(x, ast.BinOp) and isinstance(x.op, (ast.Mult, ast.MatMult)) for x in (node.left, node.right)):
         yield lambda: ast.BinOp(node.left, ast.Sub(), node.right)   # x·cos + r·sin -> x·cos - r·sin
+    if _call(node, "cat", "stack") and node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) and \
+            len(node.args[0].elts) == 2:
+        a, b = node.args[0].elts
+        neg = [isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) for e in (a, b)]
+        if sum(neg) == 1:       # cat((-x2, x1)) -> cat((x2, -x1)): the negation on the other half
+            def moved(a=a, b=b, first=neg[0]):
+                pair = [a.operand, ast.UnaryOp(ast.USub(), b)] if first else [ast.UnaryOp(ast.USub(), a), b.operand]
+                return ast.Call(node.func, [type(node.args[0])(pair, ast.Load()), *node.args[1:]], node.keywords)
+            yield moved
 
 
 def _heads_without_transpose(node, sizes=()):
@@ -525,6 +534,14 @@ def _rope_layout(node, sizes=()):
         if value is not None and _num(value) == -1:
             yield lambda: ast.Call(ast.Attribute(st.func.value, "cat", ast.Load()), [st.args[0]],
                                    [ast.keyword("dim", _const(-1))])
+    if _call(node, "chunk") and _is_method(node) and node.args and _num(node.args[0]) == 2:
+        value, _ = _arg(node, 1, "dim")
+        if value is not None and _num(value) == -1:
+            def chunk_to_pairs(x=node.func.value):
+                return ast.Tuple([ast.Subscript(x, ast.Tuple([ast.Constant(Ellipsis), ast.Slice(
+                    ast.Constant(start), None, ast.Constant(2))], ast.Load()), ast.Load()) for start in (0, 1)],
+                    ast.Load())
+            yield chunk_to_pairs
     if _call(node, "repeat_interleave") and not _is_method(node) and len(node.args) >= 2 and _num(node.args[1]) == 2:
         value, _ = _arg(node, 2, "dim")
         if value is not None and _num(value) == -1:
@@ -709,6 +726,12 @@ KINDS: tuple[Kind, ...] = (
             "same layout as the statement.",
             "旋转配对用了另一种布局：本应按前后两半 (i, i + d/2) 配对却按相邻维度 (2i, 2i+1) 配对，或反之。"
             "cos/sin 表和旋转必须使用题目规定的同一种布局。"), _rope_layout, whole=True),
+    Kind("rope_layout_mixed", _T("RoPE tables and rotation in two layouts", "RoPE 的 cos/sin 表与旋转用了两种布局"),
+         _T("The cos/sin tables and the rotation pair the dims differently: one as the halves (i, i + d/2), "
+            "the other as adjacent dims (2i, 2i+1), so most dims are rotated by another pair's angle. "
+            "Use the statement's layout in both.",
+            "cos/sin 表和旋转的配对方式不一致：一个按前后两半 (i, i + d/2)，另一个按相邻维度 (2i, 2i+1)，"
+            "于是多数维度用了别的配对的角度。两处都要使用题目规定的布局。"), _rope_layout),
     Kind("lse_max_missing", _T("the max left out of the log-sum-exp", "log-sum-exp 里漏加了最大值"),
          _T("The log-sum-exp is written as log(l) where l was summed after subtracting the running max m: "
             "it should be m + log(l). Partials merged by their log-sum-exps are then weighted wrongly.",
