@@ -343,6 +343,11 @@ class Grading:
             m = self.spec.mistake(named) if named else None
             if m:
                 res.diagnosis = Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
+            elif self.diagnose and self.report.first_failure() is None and not case.measured:
+                # no grader rule named it: the known mistake whose observation is the submission's
+                res.diagnosis = self.mistakes.name_check(case, prep, sub)
+                if res.diagnosis is not None:
+                    self.named = (res.diagnosis.mistake, case.name)
         return res
 
 

@@ -99,6 +99,29 @@ class Mistakes:
             return self.diagnosis(self.fitting[0])
         return self._kind(case, prep, truth, low, sub, res, limits)
 
+    def name_check(self, case, prep, sub: Side) -> Diagnosis | None:
+        """A failing check case (the grader reads an observation: a mask, bucket ids, slopes): the
+        spec's mutant, else the one catalogue kind, whose observation on the same data is the
+        submission's (`same_observation`)."""
+        if sub.problem is not None:
+            return None
+        fits = [mid for mid, module in self.modules.items()
+                if module is not None and self._observes_as(mid, module, case, prep, sub)]
+        if fits:
+            self.fitting = fits
+            return self.diagnosis(fits[0])
+        keys = [key for key, module in self.kinds.items() if self._observes_as(key, module, case, prep, sub)]
+        kinds = {key.split("@")[0] for key in keys}
+        if len(kinds) != 1:
+            return None
+        kid = kinds.pop()
+        self._matched[kid] = keys
+        return self.diagnosis(kid)
+
+    def _observes_as(self, mid: str, module, case, prep, sub: Side) -> bool:
+        mut = self.side(mid, case.name, prep.low, False, module)
+        return not isinstance(mut, str) and mut.problem is None and same_observation(sub.obs, mut.obs)
+
     def _kind(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
         if not _carries_numbers(sub):
             return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
@@ -161,6 +184,30 @@ class Mistakes:
                                                              and not (_overflows(run.sub) and _overflows(mut)))):
                 return False   # both overflowing is consistent: where NaN/inf appear depends on how it is written
         return True
+
+
+def same_observation(a, b, depth: int = 0) -> bool:
+    """Two check observations are the same: equal structure, equal integers and booleans, floats
+    equal to a few roundings (two ways of writing one mistake round differently)."""
+    if depth > 8:
+        return False
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+            return False
+        a, b = a.detach().cpu(), b.detach().cpu()
+        if a.is_floating_point() or b.is_floating_point() or a.is_complex() or b.is_complex():
+            return bool(torch.allclose(a.to(torch.complex128 if a.is_complex() or b.is_complex() else torch.float64),
+                                       b.to(torch.complex128 if a.is_complex() or b.is_complex() else torch.float64),
+                                       rtol=1e-6, atol=1e-9, equal_nan=True))
+        return bool(torch.equal(a.long(), b.long()))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_observation(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_observation(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
+            (a == b or abs(a - b) <= 1e-9 + 1e-6 * abs(b) or (a != a and b != b))
+    return type(a) is type(b) and a == b
 
 
 def _overflows(side: Side) -> bool:
