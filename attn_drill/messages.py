@@ -287,6 +287,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
                             "and its own classes", "`.{attr}` 是其他对象的私有属性；评测代码只能在 self 和自己定义的类上使用私有名字"),
     "policy.denied_name": ("`{name}` is not allowed in graded code (no dynamic code or namespaces)",
                            "评测代码中不允许使用 `{name}`（不能动态执行代码或操作命名空间）"),
+    "policy.module_value": ("`{name}` is a module: graded code uses it only as `{name}.<attribute>` (or binds it to "
+                            "another plain name), never passes, stores or returns it",
+                            "`{name}` 是一个模块：评测代码只能以 `{name}.<属性>` 的形式使用它（或把它赋给另一个普通名字），"
+                            "不能把它传递、存储或返回"),
     "policy.only_attribute": ("`{name}` may be used only as `{name}.<attribute>` in graded code",
                               "评测代码中 `{name}` 只能以 `{name}.<属性>` 的形式使用"),
     "policy.literal_attr": ("`{name}` may be used only in a call with a literal attribute name",

@@ -76,6 +76,8 @@ def cases(ctx: Ctx) -> list[Case]:
         _case(ctx, "padding_fp64", 3, 9, 2, 7, torch.float64, pad=True),
         _case(ctx, "pad_fp32", 2, 6, 4, 5, torch.float32, pad=True),
         _case(ctx, "large_logits_fp32", 2, 5, 2, 9, torch.float32, scale=60.0),
+        # scores past -1e4 on kept keys: a finite fill (-1e4, -1e9 is fine) would outweigh them
+        _case(ctx, "huge_logits_fp64", 2, 6, 2, 9, torch.float64, scale=400.0),
         _case(ctx, "bf16", 2, 11, 3, 8, torch.bfloat16, pad=True),
     ]
     if ctx.full:

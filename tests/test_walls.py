@@ -143,11 +143,28 @@ REFLECTION = {
     "a class made from strings": "G = type('G', (), {'__match_args__': ('__globals__',)})\n",
     "an instance check of one's own": "class A:\n    def __instancecheck__(cls, obj):\n        return True\n",
     "a closure's cell read": "def f(g):\n    return g.__closure__\ndef h(cell):\n    return cell.cell_contents\n",
+    # a module under another name: bound to a plain name it is judged as itself; passed, stored or
+    # returned it is refused (its attributes would be judged by their names alone)
+    "a module renamed": "import torch\nT = torch\ndef f():\n    return T.serialization\n",
+    "a module renamed after its use": "import torch\ndef f():\n    return T.serialization\nT = torch\n",
+    "a module passed": "import torch\ndef f(m):\n    return m.serialization\nf(torch)\n",
+    "a module in a list": "import torch\nmods = [torch]\n",
+    "a module as a class attribute": "import torch\nclass A:\n    lib = torch\n",
+    "a module as a default": "import torch\ndef f(x, lib=torch):\n    return lib\n",
+    # a module a library holds under a plain attribute name is judged as what it is
+    "the builtins held by enum": "import enum\nB = enum.bltns\n",
+    "getattr reached as an attribute": "import enum\nenum.bltns.getattr(1, 'real')\n",
+    "a module held by torch": "import torch\ntorch.glob.glob('*')\n",
+    "a module held by torch.storage": "import torch\ntorch.storage.io.open('x', 'w')\n",
+    "a standard module held by the standard library": "import textwrap\ntextwrap.re.compile('x')\n",
+    "torch reached again inside torch": "import torch.nn.functional as F\nF.torch.utils.data.DataLoader\n",
 }
 
 
 @pytest.mark.parametrize("route", sorted(REFLECTION))
 def test_reflection_by_string_is_refused_before_anything_runs(route):
+    import ast
+    policy.load_libraries(ast.parse(REFLECTION[route]))     # as the judge vets: the file's libraries loaded
     refused = policy.vet(REFLECTION[route], Path("/nowhere/submission.py")).refusals
     assert refused, route
 
@@ -194,6 +211,14 @@ ROOM_PATHS = {
     # a folder's descriptor: what dir_fd= resolves against, where the hook cannot follow
     "a folder's descriptor": "import os\nos.open('/', os.O_RDONLY)\n",
     "a folder's descriptor, as a directory": "import os\nos.open('/tmp', os.O_RDONLY | os.O_DIRECTORY)\n",
+    # a descriptor by number: the room's channel to the judge is one (a forged reply written on it)
+    "a descriptor by number": "open(3, 'wb', closefd=False).write(b'{}')\n",
+    "a descriptor by number, by io": "import io\nio.open(4, 'rb', closefd=False).read(1)\n",
+    # the hook's tables are its own copies: the module's globals changed afterwards change nothing
+    "the hook's event list emptied": "import sys, os\nsys.modules['attn_drill.room.guards']._BLOCKED_EVENTS = ('x',)\n"
+                                     "os.system('true')\n",
+    "the hook's separator changed": f"import sys, os\nos.sep = '/dev/null'\n"
+                                    f"open({str(ROOT / 'graders' / 'mhsa.py')!r}).read()\n",
 }
 
 
@@ -472,6 +497,11 @@ FROZEN = {
                               "        self.out_proj.requires_grad_(False)\n"),
     "detached weight": ("        return self.out_proj(out)",
                         "        return nn.functional.linear(out, self.out_proj.weight.detach())"),
+    "a parameter of another shape": ("        return self.out_proj(out)",
+                                     "        w = nn.Parameter(torch.zeros(out.shape[-1], out.shape[-1] + 1, dtype=out.dtype))\n"
+                                     "        w.data[:, :-1] = self.out_proj.weight.data[:, :out.shape[-1]]\n"
+                                     "        self.out_proj.weight = w\n"
+                                     "        return out @ w[:, :-1].T"),
     "no_grad projection": ("        return self.out_proj(out)",
                            "        with torch.no_grad():\n            w = self.out_proj.weight * 1\n"
                            "        return out @ w.T"),

@@ -1,4 +1,5 @@
-"""What graded code may use, checked on its source before it runs (no torch here). An allow-list:
+"""What graded code may use, checked on its source before it runs (torch only where the judge has it
+loaded: load_libraries). An allow-list:
 
   modules      only the modules of MODULES (and those a problem adds: the spec's `imports`), and helper
                files beside the submission, vetted the same way and handed to the room as text (a
@@ -105,7 +106,19 @@ DENIED_ATTRS = {
     "from_file", "tofile", "fromfile", "memmap", "save", "get_type_hints", "get_field", "Formatter", "jit", "fx",
     "exc_info", "excepthook", "displayhook", "cell_contents", "ao", "quantization", "getattr_from_fqn",
     "attrgetter", "methodcaller",
+    # the builtins that reach attributes by a computed name or run text, reached as an attribute of a
+    # module that holds the builtins (enum.bltns.getattr); the builtins module under another name
+    "getattr", "setattr", "delattr", "exec", "vars", "globals", "locals", "breakpoint", "bltns",
+    # the last part of each REFUSED name, for the same module reached under another path
+    # (torch.nn.functional.torch.serialization)
+    "serialization", "overrides", "export", "package", "classes", "distributed", "compiler", "f2py",
+    "distutils", "npyio", "dlpack", "tensorboard", "bottleneck", "mock",
 }
+# the standard library modules allowed whole: only the names they export (their __all__, or their
+# public names that are not modules), so a module they hold under a plain name (enum.bltns, the
+# builtins) is not reached through them
+STDLIB_WHOLE = ("math", "cmath", "itertools", "heapq", "bisect", "fractions", "decimal", "numbers", "statistics",
+                "random", "textwrap", "abc", "enum")
 ALLOWED_DUNDERS = {"__init__", "__name__", "__doc__"}
 DENIED_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "__builtins__",
                 "__loader__", "__spec__", "help"}
@@ -232,6 +245,71 @@ def _is_submodule(parent: str, name: str) -> bool:
     return False
 
 
+@functools.cache
+def _exported(top: str) -> frozenset:
+    """What a whole-allowed standard library module exports (imported here: these are small)."""
+    import importlib
+    import types
+    try:
+        mod = importlib.import_module(top)
+    except ImportError:
+        return frozenset()
+    names = getattr(mod, "__all__", None)
+    if names is None:
+        names = [n for n in dir(mod) if not n.startswith("_")]
+    return frozenset(n for n in names if isinstance(n, str) and not isinstance(getattr(mod, n, None), types.ModuleType))
+
+
+LIBRARIES = ("torch", "numpy", "matplotlib", "einops", "seaborn")
+
+
+def load_libraries(tree: ast.Module) -> None:
+    """Import the allowed libraries a file imports, so that `canonical` sees what their attributes
+    hold. Only the judge calls this (it has torch loaded anyway); the command line's quick vetting,
+    without it, judges such paths by their names alone, and the judge vets every file again."""
+    import importlib
+    tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
+        {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    for top in sorted(tops & set(LIBRARIES)):
+        if top not in sys.modules:
+            try:
+                importlib.import_module(top)
+            except Exception:  # noqa: BLE001 - not installed, or broken: judged by names alone
+                pass
+
+
+def canonical(dotted: str) -> str:
+    """The dotted name with its longest module prefix spelled by the module's own name, where the
+    modules on the way are loaded already (nothing is imported here): `torch.nn.functional.torch`
+    is `torch`, `torch.glob` is `glob`, `torch.storage.io.open` is `io.open`. A module that a
+    library holds under a plain attribute is judged as itself."""
+    parts = dotted.split(".")
+    mod = sys.modules.get(parts[0])
+    if mod is None:
+        return dotted
+    name, i = parts[0] if sys.modules.get(parts[0]) is mod else mod.__name__, 1
+    while i < len(parts):
+        nxt = vars(mod).get(parts[i]) if isinstance(vars(mod), dict) else None
+        if nxt is None:
+            nxt = sys.modules.get(f"{mod.__name__}.{parts[i]}")
+        if not isinstance(nxt, type(sys)):
+            break
+        spelled = f"{name}.{parts[i]}"            # os.path is imported as os.path (its __name__: posixpath)
+        mod, name, i = nxt, spelled if sys.modules.get(spelled) is nxt else nxt.__name__, i + 1
+    return ".".join([name, *parts[i:]])
+
+
+def _is_module_path(dotted: str) -> bool:
+    """`dotted` names a module: an allowed top-level one, a package or file of an installed library,
+    or a module a loaded library holds under that name."""
+    parts = dotted.split(".")
+    if len(parts) == 1:
+        return parts[0] in MODULES or parts[0] in EXTRA_MODULES
+    whole = canonical(dotted)
+    return whole.split(".")[-1] != parts[-1] or whole in sys.modules or \
+        _is_submodule(".".join(parts[:-1]), parts[-1])
+
+
 def _public(dotted: str) -> bool:
     return not any(p.startswith("_") for p in dotted.split(".") if p != "__future__")
 
@@ -258,7 +336,9 @@ def _check_file(source: str, path: Path, out: Vetted, seen: set, tree, allowed: 
             v.refuse(node, t("policy.reserved", name=name))
     v.own = {"self", "cls"} | {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     try:
+        modules = _module_names(tree, v.aliases)
         v.visit(tree)
+        _module_values(tree, v, modules)
     except (RecursionError, MemoryError):
         out.refusals.append(Refusal(path.name, 0, t("policy.too_deep")))
         return
@@ -281,6 +361,83 @@ def _check_file(source: str, path: Path, out: Vetted, seen: set, tree, allowed: 
         _check_file(text, helper, out, seen, None, allowed)
 
 
+def _module_names(tree: ast.Module, aliases: dict) -> set[str]:
+    """The names a file binds to modules: its imports of modules, and plain names assigned one
+    (`F = torch.nn.functional`, `T = torch`), wherever in the file (to a fixpoint). Fills `aliases`
+    so that an attribute of such a name is judged as the module's own (`T.serialization`)."""
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                local = a.asname or a.name.split(".")[0]
+                aliases[local] = a.name if a.asname else local
+                modules.add(local)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for a in node.names:
+                if a.name != "*":
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if _is_module_path(f"{node.module}.{a.name}"):
+                        modules.add(a.asname or a.name)
+    binds = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in binds:
+            dotted = _module_of(node.value, aliases, modules)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if dotted is None or not all(isinstance(x, ast.Name) for x in targets):
+                continue
+            for x in targets:
+                if x.id not in modules:
+                    modules.add(x.id)
+                    aliases[x.id] = dotted
+                    changed = True
+    return modules
+
+
+def _module_of(node, aliases: dict, modules: set) -> str | None:
+    """The dotted module an expression names (`torch`, `T`, `torch.nn`), else None."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id) if node.id in modules else None
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if parts and isinstance(node, ast.Name) and node.id in modules:
+        dotted = ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+        return dotted if _is_module_path(dotted) else None
+    return None
+
+
+def _module_values(tree: ast.Module, v: "_Visitor", modules: set) -> None:
+    """A module is used by its name only: as `m.<attribute>`, as getattr(m, "literal"), or bound to a
+    plain name (outside a class body). Passed, stored, returned or put in a container, it would be
+    reached under a name the rules above do not follow."""
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            continue                                  # m.<attribute>: the attribute is judged
+        if _module_of(node, v.aliases, modules) is None:
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:
+            continue
+        if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and \
+                parent.func.id in REFLECTIVE | {"hasattr"} and parent.args and parent.args[0] is node:
+            continue                                  # getattr(m, "name"): judged in visit_Call
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node and \
+                not isinstance(parents.get(id(parent)), ast.ClassDef) and \
+                all(isinstance(x, ast.Name) for x in (parent.targets if isinstance(parent, ast.Assign)
+                                                      else [parent.target])):
+            continue                                  # T = torch: T is judged as torch
+        v.refuse(node, t("policy.module_value", name=ast.unparse(node)))
+
+
 class _Visitor(ast.NodeVisitor):
     def __init__(self, path: Path, lines: list[str], out: list, allowed: dict):
         self.path, self.lines, self.out, self.allowed = path, lines, out, allowed
@@ -296,7 +453,15 @@ class _Visitor(ast.NodeVisitor):
 
     # -- what a dotted name may reach
     def _dotted_ok(self, node, dotted: str) -> bool:
-        """A module or a name inside one (`torch.nn.functional`, `typing.get_type_hints`)."""
+        """A module or a name inside one (`torch.nn.functional`, `typing.get_type_hints`), judged
+        also as what it is (`canonical`): a module reached under a library's attribute by its own name."""
+        whole = canonical(dotted)
+        if whole != dotted:
+            if whole.split(".")[0] not in self.allowed:
+                self.refuse(node, t("policy.outside", what=dotted))
+                return False
+            if not self._dotted_ok(node, whole):
+                return False
         top, _, rest = dotted.partition(".")
         rule = self.allowed.get(top)
         if rule is None:
@@ -308,7 +473,14 @@ class _Visitor(ast.NodeVisitor):
             self.refuse(node, t("policy.outside", what=dotted))
             return False
         first = rest.split(".")[0] if rest else ""
-        if rule is ALL and not _submodules_listed(dotted):
+        parts = dotted.split(".")
+        # the same library reached again inside a path (torch.nn.functional.torch.utils.data): its rules too
+        again = [".".join(parts[i:]) for i in range(1, len(parts)) if parts[i] in self.allowed]
+        if rule is ALL and (not _submodules_listed(dotted) or any(_refused(a) or not _submodules_listed(a)
+                                                                   for a in again)):
+            self.refuse(node, t("policy.outside", what=dotted))
+            return False
+        if rule is ALL and first and top in STDLIB_WHOLE and first not in _exported(top):
             self.refuse(node, t("policy.outside", what=dotted))
             return False
         if first and rule is not ALL and first not in rule:

@@ -207,7 +207,7 @@ def vet(path: Path, spec: Spec | None = None) -> tuple[str, UserProblem | None, 
     return v.src, v.problem, v.message
 
 
-def vet_tree(path: Path, spec: Spec | None = None) -> Vetting:
+def vet_tree(path: Path, spec: Spec | None = None, load: bool = False) -> Vetting:
     """What can be told about a file without running it, in a fraction of a second: it cannot be
     read, does not parse, uses what graded code may not (attn_drill.bank.policy), or defines none of
     the names the problem asks for. Such a file never reaches a room; one that may run goes there
@@ -230,6 +230,8 @@ def vet_tree(path: Path, spec: Spec | None = None) -> Vetting:
                        t("vet.no_parse", line=err["line"], message=err["message"]))
     except (RecursionError, MemoryError):
         return Vetting(src, UserProblem("syntax", t("policy.too_deep")), t("policy.too_deep"))
+    if load:          # the judge: what the file's libraries hold under their attributes is judged too
+        policy.load_libraries(tree)
     vetted = policy.vet(src, path, tree, spec.imports if spec is not None else ())
     if vetted.refusals:
         first = vetted.refusals[0]

@@ -139,7 +139,7 @@ class Grading:
     def _static(self) -> bool:
         """Read, parse and vet the file here, in the judge: True when it may run."""
         r = self.report
-        self.vetting = v = sources.vet_tree(Path(self.target.path), self.spec)
+        self.vetting = v = sources.vet_tree(Path(self.target.path), self.spec, load=True)
         if v.problem is not None:
             r.status, r.problem_error, r.message = ERROR, v.problem, v.message
             return False

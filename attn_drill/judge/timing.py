@@ -101,7 +101,7 @@ class Bench:
         self.device = "cuda" if want == "cuda" or (want == "auto" and torch.cuda.is_available()) else "cpu"
         self.seed = int(req.seed)
         from ..bank import sources
-        self.vetting = sources.vet_tree(Path(self.path), self.spec)
+        self.vetting = sources.vet_tree(Path(self.path), self.spec, load=True)
         if self.vetting.problem is not None:
             raise BenchProblem(_where(self.vetting.problem))
         self.src = self.vetting.src

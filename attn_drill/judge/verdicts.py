@@ -184,6 +184,10 @@ def _judge_param_grads(res: CaseResult, case: Case, truth: Side, low: Side | Non
         sg = sub.grads.get(f"param {sub_name}")
         if sg is None:               # the reference's has a gradient; this one has none (frozen, detached...)
             return _fail(res, "gradient", t("judge.no_param_grad", name=sub_name))
+        if not isinstance(tg, torch.Tensor) or not isinstance(sg, torch.Tensor) or sg.shape != tg.shape:
+            got = tuple(sg.shape) if isinstance(sg, torch.Tensor) else type(sg).__name__
+            want = tuple(tg.shape) if isinstance(tg, torch.Tensor) else type(tg).__name__
+            return _fail(res, "gradient", t("judge.grad_shape", name=f"param {sub_name}", got=got, want=want))
         cmp = compare(sg, tg, lg, tol_dtype or _tol_dtype(case), grad=True, rtol=case.rtol, scale=scale)
         limits["grad param " + sub_name] = cmp
         worst = _worse(worst, (sub_name, cmp, sg, tg))

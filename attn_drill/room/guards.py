@@ -214,14 +214,18 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     # the functions the hook resolves paths with, bound now: a module's attribute replaced later
     # (os.path.realpath = ...) never changes what the hook sees
     realpath, join, getcwd, fspath, fsdecode = os.path.realpath, os.path.join, os.getcwd, os.fspath, os.fsdecode
-    isdir = os.path.isdir
+    isdir, getframe, sep = os.path.isdir, sys._getframe, os.sep
+    # and the tables it decides by, copied now: rebinding or editing this module's globals later
+    # (an emptied _BLOCKED_EVENTS, os.sep set to another string) changes nothing here
+    blocked, path_events = tuple(_BLOCKED_EVENTS), {k: tuple(v) for k, v in _PATH_EVENTS.items()}
+    write_flags, evaluators, import_frames = int(_WRITE_FLAGS), tuple(_EVALUATORS), tuple(_IMPORT_FRAMES)
     hidden = [realpath(h) for h in hidden if h]
     writable = None if writable is None else [realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
     # read-only: the tool's code and Python's, but for a root holding the submission's own folder
     folders = [realpath(os.path.dirname(f)) for f in user_files if f and os.path.isabs(f)] + (writable or [])
-    readonly = [r for r in tool_roots() if r != os.sep and not any(
-        f == r or f.startswith(r.rstrip(os.sep) + os.sep) for f in folders)]
+    readonly = [r for r in tool_roots() if r != sep and not any(
+        f == r or f.startswith(r.rstrip(sep) + sep) for f in folders)]
     users = frozenset(user_files)
     busy = threading.local()
 
@@ -239,12 +243,15 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             return None
 
     def under(full: str, roots) -> bool:
-        return any(full == r or full.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+        return any(full == r or full.startswith(r.rstrip(sep) + sep) for r in roots)
 
     def refuse(what: str):
         raise PermissionError(t("room.not_allowed", what=what))
 
     def check_path(path, writing: bool, event: str):
+        if isinstance(path, int) and event == "opening" and users and submitted():
+            # a descriptor by number is one the room holds (its channel to the judge among them)
+            refuse(f"opening the file descriptor {path} (open files by their path)")
         full = resolve(path)
         if full is None:
             return
@@ -254,7 +261,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             refuse(f"opening the folder {full} (open files by their path)")
         if under(full, hidden) and not (writable is not None and under(full, writable)):
             refuse(f"{event} on {full}")
-        parts = full.split(os.sep)
+        parts = full.split(sep)
         if len(parts) > 2 and parts[1] == "proc" and parts[2] not in own and parts[2].isdigit():
             refuse(f"looking at another process ({full})")
         if writing and len(parts) > 1 and parts[1] in ("proc", "sys"):
@@ -267,7 +274,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     def caller(depth: int = 3):
         """The frame that raised the event (`depth` frames up from here: the event, the hook, its
         helper), and whether the submission's code is on the stack."""
-        frame = sys._getframe(depth)
+        frame = getframe(depth)
         on_stack, f = False, frame
         while f is not None and not on_stack:
             on_stack = f.f_code.co_filename in users
@@ -290,7 +297,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             return
         name = frame.f_code.co_filename
         if event == "import":
-            while frame is not None and frame.f_code.co_filename.startswith(_IMPORT_FRAMES):
+            while frame is not None and frame.f_code.co_filename.startswith(import_frames):
                 frame = frame.f_back
             if frame is not None and frame.f_code.co_filename in users and may_import is not None \
                     and not may_import(str(args[0])):
@@ -298,7 +305,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         elif event in ("compile", "exec"):
             # the submission's own eval/exec/compile, or a library evaluating text on its behalf
             # (typing's string annotations); libraries may still generate and run code of their own
-            if name in users or (event == "exec" and name.endswith(_EVALUATORS)):
+            if name in users or (event == "exec" and name.endswith(evaluators)):
                 refuse(f"{event} (running text as code)")
         elif name in users:   # object.__getattr__ (frames, code objects), sys._getframe from the submission
             refuse(f"{event} {args[1] if len(args) > 1 else ''}".strip())
@@ -307,13 +314,13 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-                (isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+                (isinstance(flags, int) and bool(flags & write_flags))
             check_path(path, writing, "opening")
-        elif event in _PATH_EVENTS:
-            for i in _PATH_EVENTS[event]:
+        elif event in path_events:
+            for i in path_events[event]:
                 if i < len(args):
                     check_path(args[i], event not in ("os.listdir", "os.scandir", "os.chdir"), event)
-        elif event.startswith(_BLOCKED_EVENTS):
+        elif event.startswith(blocked):
             refuse(f"{event} (processes, signals, network, native libraries, interpreter internals)")
         elif users and event in ("compile", "exec", "import", "object.__getattr__", "sys._getframe"):
             if getattr(busy, "on", False):
