@@ -416,8 +416,6 @@ def cases(ctx: Ctx) -> list[Case]:
                                 ctx.choice([0.0, 0.05]))),
         _sample_case(ctx, "sample_token_id_order_fp64", 7, 11, f64),
         _sample_case(ctx, "sample_fallback_fp32", 6, 9, f32, fallback=True),
-        _exact_boundary_case(ctx, "sample_exact_boundary_fp64", f64),
-        _exact_boundary_case(ctx, "sample_exact_boundary_fp32", f32),
         _generate_case(ctx, "generate_chain_fp64", 3, 5, 8, 12, 16, 4, f64, chain),
         _generate_case(ctx, "generate_top_p_fp32", 2, 4, 6, 11, 12, 3, f32, _filters(temperature=1.2, top_p=0.9)),
         _generate_case(ctx, "generate_greedy_b1_fp64", 1, 6, 7, 10, 8, 2, f64, _filters(temperature=0.0)),
@@ -429,6 +427,9 @@ def cases(ctx: Ctx) -> list[Case]:
         _generate_case(ctx, "generate_calls", 2, 4, 5, 9, 8, 2, f64, _filters(top_k=5), probe="calls",
                        note="the model calls generate makes"),
         _distribution_case(ctx, "generate_distribution_fp64", f64, _filters(0.9, 6, 0.9, 0.02)),
+        # after the others: the random draws of the cases above stay as they were
+        _exact_boundary_case(ctx, "sample_exact_boundary_fp64", f64),
+        _exact_boundary_case(ctx, "sample_exact_boundary_fp32", f32),
     ]
     if ctx.full:
         for i in range(5):

@@ -498,8 +498,9 @@ FROZEN = {
     "detached weight": ("        return self.out_proj(out)",
                         "        return nn.functional.linear(out, self.out_proj.weight.detach())"),
     "a parameter of another shape": ("        return self.out_proj(out)",
-                                     "        w = nn.Parameter(torch.zeros(out.shape[-1], out.shape[-1] + 1, dtype=out.dtype))\n"
-                                     "        w.data[:, :-1] = self.out_proj.weight.data[:, :out.shape[-1]]\n"
+                                     "        E = out.shape[-1]\n"
+                                     "        w = nn.Parameter(torch.zeros(E, E + 1, dtype=out.dtype))\n"
+                                     "        w.data[:, :-1] = self.out_proj.weight.data[:, :E]\n"
                                      "        self.out_proj.weight = w\n"
                                      "        return out @ w[:, :-1].T"),
     "no_grad projection": ("        return self.out_proj(out)",
