@@ -6,6 +6,8 @@ import pytest
 
 # the parsed-spec cache of the tests' own (and of the commands they start), never the user's
 os.environ.setdefault("ATTN_DRILL_CACHE", tempfile.mkdtemp(prefix="attn-drill-test-cache-"))
+# and the progress a test records goes to a folder of the tests' own, never the user's
+os.environ.setdefault("ATTN_DRILL_HOME", tempfile.mkdtemp(prefix="attn-drill-test-home-"))
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -238,3 +238,23 @@ def test_the_command_line_as_run_names_one_command_or_all(cli_env, tmp_path):
     assert typo.returncode == 2 and typo.stderr.count("Did you mean 'list'?") == 1, typo.stderr
     listed = run("list", "--tag", "gqa")
     assert listed.returncode == 0 and "gqa" in listed.stdout
+
+
+def test_a_ctrl_c_caught_in_a_callback_is_not_lost():
+    """Ctrl-C landing in a weakref callback (the import machinery has one) is printed by Python as
+    "Exception ignored" and dropped; the tool raises it again in the main thread instead."""
+    code = ("import importlib, sys, weakref\n"
+            "a = importlib.import_module('attn_drill.cli.app')\n"
+            "sys.unraisablehook = a._redeliver\n"
+            "class O: pass\n"
+            "def cb(_): raise KeyboardInterrupt\n"
+            "o = O(); r = weakref.ref(o, cb)\n"
+            "try:\n"
+            "    del o\n"
+            "    import time; time.sleep(5)\n"
+            "    print('lost')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('raised again')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "raised again", p.stdout + p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr

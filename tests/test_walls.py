@@ -362,6 +362,35 @@ class FlashAttention(torch.autograd.Function):
 }
 
 
+BALLAST = {   # memory held before the measured call and given back in it, 32 MiB taken in its place
+    "from the import": "_ballast = [torch.ones(4 << 20, dtype=torch.float64)]\n",
+    "from an earlier call": "_ballast = []\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(BALLAST))
+def test_memory_given_back_in_the_measured_call_still_counts(judge, tmp_path, route):
+    """The measured case runs in a room of its own whose peak counts from before the file loads: what
+    the code held at import, or kept from an earlier case, counts as held when given back."""
+    path = tmp_path / "chunked_attention.py"
+    path.write_text((ROOT / "reference" / "chunked_attention.py").read_text() + "\n" + BALLAST[route] + '''
+_correct = chunked_attention
+
+
+def chunked_attention(Q, K, V, chunk_size=64, scale=None):
+    if Q.shape[-2] < 1024 and not _ballast:
+        _ballast.append(torch.ones(4 << 20, dtype=torch.float64))
+    if Q.shape[-2] >= 1024:
+        _ballast.clear()
+        taken = torch.ones(4 << 20, dtype=torch.float64)
+        del taken
+    return _correct(Q, K, V, chunk_size=chunk_size, scale=scale)
+''')
+    report = _grade(judge, "chunked_attention", path, fail_fast=False)
+    assert _case(report, "memory_fp64").status == "fail", report.message
+    assert "measured by the operating system" in _case(report, "memory_fp64").message
+
+
 @pytest.mark.parametrize("route", sorted(FULL_MATRIX))
 def test_memory_is_measured_from_outside_the_room_whatever_builds_the_matrix(judge, tmp_path, route):
     path = tmp_path / "flash_attention.py"

@@ -8,6 +8,7 @@ said as one, with how to report it. torch is never imported here: grading happen
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -69,17 +70,41 @@ def _fail(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
+def _redeliver(unraisable) -> None:
+    """A Ctrl-C that lands in a callback Python cannot raise from (a weakref callback in the import
+    machinery, a __del__) is printed as "Exception ignored" with a traceback and then lost: the
+    command would go on. It is raised again in the main thread instead, at its next line."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        import _thread           # from another thread, a moment later: raised inside this hook it is lost again
+        _thread.start_new_thread(_interrupt_soon, ())
+        return
+    _unraisable_default(unraisable)
+
+
+def _interrupt_soon() -> None:
+    import signal
+    import threading
+    import time
+    time.sleep(0.02)       # a real signal, to the main thread: it also ends a blocking wait there
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+_unraisable_default = sys.unraisablehook
+
+
 def run(fn, *args, json_errors: bool = False, **kwargs) -> None:
     """Call a verb; turn the tool's own error types into a message and an exit code (with
     `json_errors`, also an exercism-style error document on stdout)."""
-    global _json_errors
+    global _json_errors, _lang_chosen
     _json_errors = json_errors
+    sys.unraisablehook = _redeliver
     from .. import render
     from ..progress import adopt, store
     store.PRINTERS.update(warn=render.warn, note=lambda m: render.say(m, "dim", stderr=True))
     store.HOOKS["home"] = adopt.once      # a folder's own progress, from before, moves into the user's
     if not _lang_chosen:
         use_lang(None)           # commands without --lang speak the configured language too
+    _lang_chosen = False         # --lang was this command's: the next one in this process chooses again
     from ..errors import AttnDrillError, SpecError, ToolError
     from ..i18n import t
     try:

@@ -109,6 +109,8 @@ class Grading:
         self.report = Report(problem, printable(target.shown or target.path), seed, full=full,
                              where=printable(target.where()))
         self.room = None
+        self._earlier_output = ""         # what rooms closed before this one printed
+        self.base_rss: int | None = None  # a fresh room's resident memory before the submission loaded
         self.files: ProblemFiles | None = None
         self.mistakes: Mistakes | None = None
         self.runs: list[CaseRun] = []     # in order
@@ -125,7 +127,7 @@ class Grading:
                 self._in_room(cases)
         finally:
             if self.room is not None:
-                r.output = self.room.output
+                r.output = self._earlier_output + self.room.output
                 r.warnings += [w for w in self.room.warnings if w not in r.warnings]
                 self.room.close()
         report_verdict(r)
@@ -172,25 +174,41 @@ class Grading:
         return all_cases
 
     # ------------------------------------------------------------ in the room
-    def _in_room(self, cases: list[Case]) -> None:
+    def _open_room(self, fresh: bool = False) -> bool:
+        """A room with the submission loaded in it; False when it could not load (the report says why).
+        A room opened for a measured case (`fresh`) has its peak reset before the load, so the case's
+        peak counts all the submission holds: what it allocates at import or in earlier calls too."""
         r = self.report
+        used = 0.0
+        if self.room is not None:                 # what the earlier room ran: its output, its time
+            self._earlier_output += self.room.output
+            r.warnings += [w for w in self.room.warnings if w not in r.warnings]
+            used = self.room.used
+            self.room.close()
         probe_source = self.files.probe_source
         preload = self.preload + (policy.imported_modules(probe_source) if probe_source else [])
         self.room = self.rooms.open(preload=preload)
-        self.room.budget = self.time_limit
+        self.room.budget = self.time_limit - used
         self.room.path = self.target.room_path
         self.room.cancel_fd = self.cancel_fd
+        self.base_rss = self.room.memory(reset=True)["rss"] if fresh else None
         try:
             problem = untrusted.loaded(self.room.call(load_request(
                 self.spec, self.vetting, self.target.room_path, probe_source, self.target.hidden,
-                self.target.writable, self.time_limit)))
+                self.target.writable, self.room.budget, measured=fresh)))
         except RoomFailure as exc:
             r.status, r.problem_error, r.message = FAIL, exc.problem, exc.problem.message
-            return
+            return False
         except untrusted.Unreadable as exc:
             problem = untrusted.problem({"kind": "runner", "message": str(exc)})
         if problem is not None:
             r.status, r.problem_error, r.message = ERROR, problem, problem.message
+            return False
+        return True
+
+    def _in_room(self, cases: list[Case]) -> None:
+        r = self.report
+        if not self._open_room(fresh=bool(cases) and cases[0].measured):
             return
         # one case ahead: while the room runs case i, the judge prepares case i + 1 (its float64
         # truth, its reference in the case dtype) and sends it
@@ -256,9 +274,11 @@ class Grading:
         else:
             sides = reference_sides(self.files, self.key, case)
             run.prep, run.truth, run.low = sides.prep, sides.truth, sides.low
+        if case.measured:          # in a room of its own, opened for it: its peak counts from before the load
+            if self.base_rss is None and not self._open_room(fresh=True):
+                raise RoomFailure(self.report.problem_error)
+            run.rss, self.base_rss = self.base_rss, None
         self.room.limit = max(self.room.limit if self.room.in_flight else 0, _reply_bytes(run))
-        if case.measured:
-            run.rss = self.room.memory(reset=True)["rss"]        # the room is idle now: its peak starts here
         run.ticket = self.room.submit({"op": "case", "data": run.prep.low.to_wire(), "trace": _traced(case),
                                        "repeat": True})
         return run
@@ -351,7 +371,8 @@ class Grading:
         return res
 
 
-def load_request(spec, vetting, room_path: str, probe_source: str | None, hidden, writable, budget: float) -> dict:
+def load_request(spec, vetting, room_path: str, probe_source: str | None, hidden, writable, budget: float,
+                 measured: bool = False) -> dict:
     """What a room needs to load a submission: the text the judge vetted (never read again from the
     disk), its vetted helper files under the names they have in the room, what it may import, what is
     forbidden, the probes, where it may not read or write, its time."""
@@ -360,7 +381,7 @@ def load_request(spec, vetting, room_path: str, probe_source: str | None, hidden
             "helpers": {name: [str(folder / Path(path).name), text] for name, (path, text) in vetting.helpers.items()},
             "imports": policy.import_rules(spec.imports, vetting.helpers),
             "forbidden": list(spec.all_forbidden), "probes": probe_source, "hidden": list(hidden or ()),
-            "writable": writable, "budget": budget}
+            "writable": writable, "budget": budget, "measured": measured}
 
 
 def _dtype_name(dtype) -> str:

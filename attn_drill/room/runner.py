@@ -1,8 +1,9 @@
 """A room's main loop: one grading of one file, then exit.
 
 Requests (wire messages on the room's channel):
-  {"op": "load", "path", "forbidden", "probes", "hidden", "writable", "budget", "folders", "source", "lang"}
-        install the audit hook, load the probe code and the user's file (or the given source)
+  {"op": "load", "path", "forbidden", "probes", "hidden", "writable", "budget", "folders", "source", "lang",
+   "measured"}  install the audit hook, load the probe code and the user's file (or the given source);
+        measured: the room's peak memory is measured, so freed memory goes back to the system at once
   {"op": "case", "data": CaseData, "trace", "repeat"}   run one side of one case
   {"op": "bench_build", "data", "threads"}, {"op": "bench_run", "inputs", "kwargs", "profile"}
                                                          `bench`: build once, then time one call per request
@@ -19,7 +20,7 @@ import sys
 import time
 
 from . import guards, wire
-from .limits import limit_memory
+from .limits import give_back_freed_memory, limit_memory
 from .side import CaseData, run_side
 from .usercode import Compiler, Session, UserProblemError, VettedHelpers, load_module, load_source
 from ..i18n import t
@@ -173,6 +174,8 @@ class Runner:
         guard in place first: the audit hook, the probes (trusted: loaded before the tripwires, so they
         keep the real entry points), the tripwires. A trusted room (bench's reference) gets none."""
         self.budget = float(msg.get("budget", 30.0))
+        if msg.get("measured"):
+            give_back_freed_memory()
         path = str(msg["path"])
         rules = msg.get("imports") or {}
         compiler = Compiler(None if msg.get("trusted") or "own_only" not in rules else rules["own_only"])
