@@ -1,13 +1,24 @@
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-# the parsed-spec cache of the tests' own (and of the commands they start), never the user's
-os.environ.setdefault("ATTN_DRILL_CACHE", tempfile.mkdtemp(prefix="attn-drill-test-cache-"))
-# and the progress a test records goes to a folder of the tests' own, never the user's
-os.environ.setdefault("ATTN_DRILL_HOME", tempfile.mkdtemp(prefix="attn-drill-test-home-"))
+
+def _own_folder(var: str, prefix: str) -> None:
+    """A folder of the tests' own for `var` (made by the first test process, shared by the workers
+    and commands it starts, removed when that process ends), unless one is given."""
+    if var not in os.environ:
+        os.environ[var] = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, os.environ[var], True)
+
+
+# the parsed-spec cache of the tests' own (and of the commands they start), never the user's; and
+# the progress a test records
+_own_folder("ATTN_DRILL_CACHE", "attn-drill-test-cache-")
+_own_folder("ATTN_DRILL_HOME", "attn-drill-test-home-")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -109,3 +109,24 @@ def test_a_given_scale_divided_by_is_the_scale_inverted():
     cands = [c for c in catalogue.candidates("def f(q, k, scale):\n    return scale * (q @ k)\n")
              if c.id == "kind.scale_inverted"]
     assert any("q @ k / scale" in c.source for c in cands), [c.source for c in cands]
+
+
+def test_an_argument_ignored_is_its_default_at_every_use_never_at_one_of_several():
+    src = ("def norm(x, eps=1e-5, causal=False, scale=None):\n    y = x / (x.abs() + eps)\n"
+           "    return y if not causal else y.tril() + causal\n")
+    cands = {c.place: c.source for c in catalogue.candidates(src) if c.id == "kind.argument_ignored"}
+    assert set(cands) == {"line 2", "lines 3"}, cands           # eps (one use); both uses of causal at once
+    assert "x.abs() + (1e-05)" in cands["line 2"]
+    assert "if not False else y.tril() + False" in cands["lines 3"]
+    assert not any("scale" in c.place for c in catalogue.candidates(src)
+                   if c.id == "kind.argument_ignored")          # a scale has its own kind: given_scale_ignored
+
+
+def test_sizes_swapped_pairs_neighbours_and_one_extra_shifts_every_read():
+    src = ("def f(q, B, H, G, D, start_pos):\n    x = q.view(B, H, G, D)\n"
+           "    return x[start_pos:] + start_pos\n")
+    got = [c for c in catalogue.candidates(src)]
+    swapped = {c.source.splitlines()[1].strip() for c in got if c.id == "kind.sizes_swapped"}
+    assert swapped == {"x = (q.view(H, B, G, D))", "x = (q.view(B, G, H, D))", "x = (q.view(B, H, D, G))"}
+    extra = [c.source for c in got if c.id == "kind.one_extra"]
+    assert len(extra) == 2 and all(s.count("start_pos + 1") == 2 or s.count("start_pos - 1") == 2 for s in extra)

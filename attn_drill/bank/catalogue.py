@@ -157,6 +157,43 @@ def _given_scale_ignored(node, sizes=()):
         yield lambda: ast.Constant(True)
 
 
+def _argument_ignored(node, sizes=()):
+    """A parameter with a default (eps=1e-6, temperature=1.0, causal=False, a mask=None) read as its
+    default wherever the function uses it: the caller's value is ignored. (A scale has its own kind.)
+    The places of one parameter form one group (the edit's name), so all its uses are also edited at once."""
+    default = getattr(node, "_attn_drill_default", None)
+    if default is None or not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
+        return
+
+    def edit():
+        return copy.deepcopy(default)
+    edit.__name__ = f"ignored_{node.id}"
+    edit.together_only = getattr(node, "_attn_drill_uses", 1) > 1   # one use of several: not a mistake one makes
+    yield edit
+
+
+def _mark_defaults(tree: ast.Module) -> None:
+    """Marks each read of a parameter that has a default with that default (for _argument_ignored),
+    and each read of a name with how many reads of it its function has (_one_extra)."""
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        for n in loads:
+            n._attn_drill_reads = sum(r.id == n.id for r in loads)
+        a = fn.args
+        pos = a.posonlyargs + a.args
+        defaults = dict(zip([x.arg for x in pos[len(pos) - len(a.defaults):]], a.defaults))
+        defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        defaults = {k: v for k, v in defaults.items() if k not in _SCALE_NAMES and k != "self"
+                    and isinstance(v, (ast.Constant, ast.UnaryOp))}
+        reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                 and n.id in defaults]
+        for n in reads:
+            n._attn_drill_default = defaults[n.id]
+            n._attn_drill_uses = sum(r.id == n.id for r in reads)
+
+
 def _scale_wrong_size(node, sizes=()):
     inner = None
     if _call(node, *_SQRT) and len(node.args) == 1:
@@ -251,6 +288,23 @@ def _one_missing(node, sizes=()):
 
 
 _OFFSETS = ("pos", "start", "offset", "past", "cache_len", "prefix", "shift", "seen")
+
+
+_COUNTS = _OFFSETS + ("len", "length", "count", "step", "ctx", "n_past", "idx")
+
+
+def _one_extra(node, sizes=()):
+    """pos -> pos + 1 (or - 1) at every read of a position or a length in a function: an index or a
+    count off by one where the reference has no ± 1 to drop."""
+    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or \
+            not any(w in node.id.lower() for w in _COUNTS) or node.id.isupper():
+        return
+    for op, sign in ((ast.Add(), "plus"), (ast.Sub(), "minus")):
+        def edit(op=op):
+            return ast.BinOp(ast.Name(node.id, ast.Load()), op, ast.Constant(1))
+        edit.__name__ = f"{sign}_one_{node.id}"
+        edit.together_only = getattr(node, "_attn_drill_reads", 1) > 1
+        yield edit
 
 
 def _offset_missing(node, sizes=()):
@@ -410,11 +464,15 @@ def _norm_missing(node, sizes=()):
 
 def _rounding_direction(node, sizes=()):
     """ceil <-> floor, and (a + b - 1) // b -> a // b: a count of blocks rounded the other way."""
-    if _call(node, "ceil", "floor") and len(node.args) == 1:
-        other = "floor" if _name(node.func) == "ceil" else "ceil"
-        func = ast.Attribute(node.func.value, other, ast.Load()) if isinstance(node.func, ast.Attribute) else \
-            ast.Name(other, ast.Load())
-        yield lambda: ast.Call(func, node.args, node.keywords)
+    if _call(node, "ceil", "floor") and (len(node.args) == 1 or (_is_method(node) and not node.args)):
+        for other in ("floor" if _name(node.func) == "ceil" else "ceil", "round"):
+            func = ast.Attribute(node.func.value, other, ast.Load()) if isinstance(node.func, ast.Attribute) else \
+                ast.Name(other, ast.Load())
+            yield lambda func=func: ast.Call(func, node.args, node.keywords)
+    if _call(node, "long", "int") and _is_method(node) and not node.args and isinstance(node.func.value, ast.BinOp) \
+            and isinstance(node.func.value.op, (ast.Mult, ast.Div)):   # (x * n).long() truncates: rounded instead
+        rounded = ast.Call(ast.Attribute(node.func.value, "round", ast.Load()), [], [])
+        yield lambda: ast.Call(ast.Attribute(rounded, node.func.attr, ast.Load()), [], [])
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.left, ast.BinOp) and \
             isinstance(node.left.op, ast.Sub) and _num(node.left.right) == 1 and \
             isinstance(node.left.left, ast.BinOp) and isinstance(node.left.left.op, ast.Add) and \
@@ -567,6 +625,90 @@ def _divide_as_multiply(node, sizes=()):
         yield lambda: ast.BinOp(node.left, ast.Mult(), node.right)
 
 
+def _normaliser_missing(node, sizes=()):
+    """acc / l -> acc: a division by a computed value (a row sum, a running denominator; not a number,
+    a size or a scale, which have kinds of their own) left out."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _num(node.right) is None and \
+            _num(node.left) is None and _dimlike(node.right) is None and not _call(node.right, *_SQRT) and \
+            "scal" not in ast.unparse(node.right).lower() and not _call(node.right, "float", "int", "len"):
+        yield lambda: node.left
+
+
+def _and_or(node, sizes=()):
+    """a & b <-> a | b, logical_and <-> logical_or, `and` <-> `or`: two conditions joined the other way."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        yield lambda: ast.BinOp(node.left, ast.BitOr() if isinstance(node.op, ast.BitAnd) else ast.BitAnd(), node.right)
+    if isinstance(node, ast.BoolOp):
+        yield lambda: ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values)
+    if _call(node, "logical_and", "logical_or"):
+        other = "logical_or" if _name(node.func) == "logical_and" else "logical_and"
+        func = ast.Attribute(node.func.value, other, ast.Load()) if isinstance(node.func, ast.Attribute) else \
+            ast.Name(other, ast.Load())
+        yield lambda: ast.Call(func, node.args, node.keywords)
+
+
+def _true_division(node, sizes=()):
+    """a // b -> a / b: a size or an index computed as a float."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        yield lambda: ast.BinOp(node.left, ast.Div(), node.right)
+
+
+_EXTREME = {"argmax": "argmin", "argmin": "argmax"}
+
+
+def _selection_reversed(node, sizes=()):
+    """topk -> topk(largest=False), sort/argsort descending flipped, argmax <-> argmin: the smallest
+    picked where the largest is meant, or the reverse."""
+    if not isinstance(node, ast.Call):
+        return
+    name = _name(node.func)
+    flag = {"topk": "largest", "sort": "descending", "argsort": "descending"}.get(name)
+    if flag is not None:
+        given = next((k for k in node.keywords if k.arg == flag), None)
+        now = given.value.value if given is not None and isinstance(given.value, ast.Constant) else (flag == "largest")
+        if given is None or isinstance(given.value, ast.Constant):
+            keywords = [k for k in node.keywords if k.arg != flag] + [ast.keyword(flag, ast.Constant(not now))]
+            yield lambda: ast.Call(node.func, node.args, keywords)
+    if name in _EXTREME:
+        func = ast.Attribute(node.func.value, _EXTREME[name], ast.Load()) if isinstance(node.func, ast.Attribute) \
+            else ast.Name(_EXTREME[name], ast.Load())
+        yield lambda: ast.Call(func, node.args, node.keywords)
+
+
+def _sizes_swapped(node, sizes=()):
+    """x.view(B, Hkv, G, D) -> x.view(B, G, Hkv, D): two neighbouring sizes of a reshape given in the
+    other order (the elements regrouped, the shape the same where the code goes on). The places of one
+    pair form one group (the edit's name): the same order at every split."""
+    if not (_call(node, "view", "reshape") and _is_method(node)) or any(isinstance(a, ast.Starred) for a in node.args):
+        return
+    args = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], ast.Tuple) else node.args
+    for i in range(len(args) - 1):
+        a, b = args[i], args[i + 1]
+        if _num(a) is not None or _num(b) is not None or ast.unparse(a) == ast.unparse(b):
+            continue
+
+        def swap(i=i):
+            new = list(args)
+            new[i], new[i + 1] = new[i + 1], new[i]
+            return ast.Call(node.func, [ast.Tuple(new, ast.Load())] if args is not node.args else new, node.keywords)
+        swap.__name__ = f"swap_{i}_{ast.unparse(a)}_{ast.unparse(b)}"
+        yield swap
+
+
+def _order_reversed(node, sizes=()):
+    """for i in range(n) -> reversed(range(n)) in a comprehension, torch.arange(n) -> .flip(0): a
+    sequence (the heads' slopes, positions) counted from the other end."""
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and len(node.generators) == 1 and \
+            _call(node.generators[0].iter, "range"):
+        def rev():
+            gen = node.generators[0]
+            gen.iter = ast.Call(ast.Name("reversed", ast.Load()), [gen.iter], [])
+            return node
+        yield rev
+    if _call(node, "arange") and not _is_method(node) and len(node.args) == 1 and not node.keywords:
+        yield lambda: ast.Call(ast.Attribute(node, "flip", ast.Load()), [ast.Constant(0)], [])
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -704,10 +846,11 @@ KINDS: tuple[Kind, ...] = (
             "sub-layer norm) is used as it is.",
             "漏掉了一个归一化：某个归一化层（RMSNorm、LayerNorm、QK-norm 或子层归一化）的输入被原样使用。"),
          _norm_missing),
-    Kind("rounding_direction", _T("rounded the other way (floor vs ceil)", "取整方向反了（向下与向上）"),
-         _T("A count is rounded the other way: floor where ceil is meant (the last, partly filled block "
-            "is dropped) or the reverse.",
-            "某个计数的取整方向反了：该向上取整的地方向下取整（最后一个未填满的块被丢掉了），或反之。"),
+    Kind("rounding_direction", _T("rounded the wrong way (floor, ceil, round)", "取整方式不对（向下、向上、四舍五入）"),
+         _T("A number is rounded the wrong way: floor where ceil is meant (the last, partly filled block "
+            "is dropped) or the reverse, or rounded to the nearest where it is truncated.",
+            "某个数的取整方式不对：该向上取整的地方向下取整（最后一个未填满的块被丢掉了）或反之，"
+            "或在该截断的地方四舍五入了。"),
          _rounding_direction),
     Kind("rotation_reversed", _T("rotated by -angle", "旋转方向反了（-角度）"),
          _T("The rotation goes the other way: each pair is rotated by -mθ instead of +mθ (the conjugate "
@@ -766,6 +909,48 @@ KINDS: tuple[Kind, ...] = (
     Kind("given_scale_ignored", _T("a given scale ignored", "忽略了传入的 scale"),
          _T("The scale argument is ignored: the default (1/√d) is used even when a scale is given.",
             "忽略了 scale 参数：即使传入了 scale，也仍然使用默认值（1/√d）。"), _given_scale_ignored),
+    Kind("normaliser_missing", _T("a normalising division missing", "缺少一个归一化的除法"),
+         _T("A division by a computed normaliser (a softmax's row sum, a running denominator) is left "
+            "out, so the result is off by that factor in each row.",
+            "漏掉了除以一个算出来的归一化量（softmax 的行和、累积的分母），于是每一行的结果都差了这个倍数。"),
+         _normaliser_missing),
+    Kind("and_or", _T("and / or confused", "“与”和“或”搞混了"),
+         _T("Two conditions are joined the other way: `|` (or) where `&` (and) is meant, or the reverse, "
+            "so a mask keeps what one condition alone allows.",
+            "两个条件的连接方式反了：本应是 `&`（与）却写成 `|`（或），或反之，于是掩码保留了只满足一个条件的位置。"),
+         _and_or),
+    Kind("true_division", _T("/ where // is meant", "该用 // 的地方用了 /"),
+         _T("A size or an index is computed with `/`, which gives a float, where the integer division `//` "
+            "is meant.",
+            "某个大小或下标用 `/` 计算，得到的是浮点数；这里应该用整数除法 `//`。"), _true_division),
+    Kind("selection_reversed", _T("the smallest picked instead of the largest", "选了最小的而不是最大的"),
+         _T("A selection is reversed: the smallest scores are picked where the largest are meant (topk "
+            "without largest=True, an ascending sort, argmin for argmax), or the reverse.",
+            "选择的方向反了：本应选分数最大的，却选了最小的（topk 的 largest、升序排序、argmin 代替 "
+            "argmax），或反之。"),
+         _selection_reversed),
+    Kind("sizes_swapped", _T("two sizes of a reshape in the wrong order", "reshape 的两个大小顺序反了"),
+         _T("A reshape lists two sizes in the other order (`view(B, G, Hkv, D)` for `view(B, Hkv, G, D)`): "
+            "the shape still fits, but the elements are grouped the other way (query heads paired with "
+            "the wrong KV head, q/k/v or heads interleaved).",
+            "某个 reshape 里两个大小的顺序写反了（把 `view(B, Hkv, G, D)` 写成 `view(B, G, Hkv, D)`）："
+            "形状仍然对得上，但元素的分组方式错了（query 头配错了 KV 头，q/k/v 或各个头交错在一起）。"),
+         _sizes_swapped),
+    Kind("order_reversed", _T("a sequence in reverse order", "某个序列的顺序反了"),
+         _T("A sequence is counted from the other end: the heads' slopes, positions or indices in "
+            "reverse order.",
+            "某个序列是从另一端数的：各个头的斜率、位置或下标的顺序反了。"), _order_reversed),
+    Kind("one_extra", _T("a position or a length off by one", "位置或长度差了一"),
+         _T("A position, an offset or a length is one too large or one too small everywhere it is used "
+            "(a cache length counted with the new token, a start position shifted by one).",
+            "某个位置、偏移或长度在所有用到它的地方都大了一或小了一（缓存长度把新 token 也算进去了，"
+            "起始位置挪了一位）。"), _one_extra),
+    Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
+         _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
+            "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
+            "value fail.",
+            "忽略了调用者传入的一个参数：代码不管传入什么都用它的默认值（写死的 eps、温度、开关或大小），"
+            "所以只有传入其他值的用例失败。"), _argument_ignored),
 )
 
 KIND = {k.id: k for k in KINDS}
@@ -855,6 +1040,7 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
     if reference_source in _CACHE:
         return _CACHE[reference_source]
     base = ast.parse(reference_source)
+    _mark_defaults(base)
     nodes = list(ast.walk(base))
     sizes_by_fn = _sizes(base)
     around, named = {}, {}
@@ -884,7 +1070,10 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
             continue
         for i, k in sites:
             node = copy.deepcopy(nodes[i])       # the edit may change the node: never the reference's
-            new = _edits(kind, node, sizes[i])[k]()
+            edit = _edits(kind, node, sizes[i])[k]
+            if getattr(edit, "together_only", False):
+                continue
+            new = edit()
             try:
                 if isinstance(new, list):      # a statement and the ones added after it, on its line
                     text = "; ".join(ast.unparse(ast.fix_missing_locations(n)) for n in new)
