@@ -709,6 +709,93 @@ def _order_reversed(node, sizes=()):
         yield lambda: ast.Call(ast.Attribute(node, "flip", ast.Load()), [ast.Constant(0)], [])
 
 
+def _softmax_missing(node, sizes=()):
+    """softmax(s, dim=-1) -> s: the scores used as weights."""
+    if _call(node, "softmax") and (node.args or _is_method(node)):
+        yield lambda: node.func.value if _is_method(node) else node.args[0]
+
+
+def _transpose_missing(node, sizes=()):
+    """k.transpose(-2, -1) in a product -> k: a matrix used where its transpose is meant."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        for side in ("left", "right"):
+            t = getattr(node, side)
+            if (_call(t, "transpose") and _is_method(t) and len(t.args) == 2) or \
+                    (isinstance(t, ast.Attribute) and t.attr in ("T", "mT")):
+                def edit(side=side, t=t):
+                    inner = t.value if isinstance(t, ast.Attribute) else t.func.value
+                    return ast.BinOp(inner if side == "left" else node.left, ast.MatMult(),
+                                     node.right if side == "left" else inner)
+                yield edit
+    if _call(node, "matmul", "bmm") and not _is_method(node) and len(node.args) == 2:
+        for i, t in enumerate(node.args):
+            if _call(t, "transpose") and _is_method(t) and len(t.args) == 2:
+                def edit(i=i, t=t):
+                    args = list(node.args)
+                    args[i] = t.func.value
+                    return ast.Call(node.func, args, node.keywords)
+                yield edit
+
+
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "cumsum", "norm", "var", "std"}
+
+
+def _reduce_axis(node, sizes=()):
+    """x.sum(-1) -> x.sum(-2) (and the reverse): a sum, mean, max or cumsum over the other of the last
+    two axes. (softmax has its own kind.)"""
+    if _call(node, *_REDUCTIONS):
+        pos = 0 if _is_method(node) else 1
+        value, put = _arg(node, pos, "dim")
+        if value is not None and _num(value) in (-1, -2):
+            new = -2 if _num(value) == -1 else -1
+
+            def edit(put=put, new=new):
+                put(_const(new))
+                return node
+            yield edit
+
+
+def _keepdim_missing(node, sizes=()):
+    """x.sum(-1, keepdim=True) -> x.sum(-1): the reduced axis dropped, so the division broadcasts
+    along the wrong axis (or fails)."""
+    if _call(node, *_REDUCTIONS) and any(k.arg == "keepdim" and isinstance(k.value, ast.Constant) and
+                                         k.value.value is True for k in node.keywords):
+        yield lambda: ast.Call(node.func, node.args, [k for k in node.keywords if k.arg != "keepdim"])
+
+
+def _contiguous_missing(node, sizes=()):
+    """x.transpose(1, 2).contiguous().view(...) -> x.transpose(1, 2).view(...): fails on a
+    non-contiguous tensor."""
+    if _call(node, "view") and _is_method(node) and _call(node.func.value, "contiguous") and \
+            _is_method(node.func.value) and not node.func.value.args:
+        inner = node.func.value.func.value
+        yield lambda: ast.Call(ast.Attribute(inner, "view", ast.Load()), node.args, node.keywords)
+
+
+def _broadcast_axis(node, sizes=()):
+    """mask[:, None, None, :] -> mask[:, None, :, None], x.unsqueeze(1) -> x.unsqueeze(2): a new axis
+    put next to the wrong one, so a mask or a weight broadcasts along the other axis."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple):
+        elts = node.slice.elts
+        for i in range(len(elts) - 1):
+            a, b = elts[i], elts[i + 1]
+            none_a = isinstance(a, ast.Constant) and a.value is None
+            none_b = isinstance(b, ast.Constant) and b.value is None
+            full = lambda e: isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+            if (none_a and full(b)) or (none_b and full(a)):
+                def edit(i=i):
+                    new = list(elts)
+                    new[i], new[i + 1] = new[i + 1], new[i]
+                    return ast.Subscript(node.value, ast.Tuple(new, ast.Load()), node.ctx)
+                edit.__name__ = f"broadcast_{i}"
+                yield edit
+    if _call(node, "unsqueeze") and _is_method(node) and len(node.args) == 1 and _num(node.args[0]) is not None:
+        d = int(_num(node.args[0]))
+        for nd in (d - 1, d + 1):
+            if (d >= 0) == (nd >= 0):
+                yield lambda nd=nd: ast.Call(node.func, [_const(nd)], [])
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -945,6 +1032,34 @@ KINDS: tuple[Kind, ...] = (
             "(a cache length counted with the new token, a start position shifted by one).",
             "某个位置、偏移或长度在所有用到它的地方都大了一或小了一（缓存长度把新 token 也算进去了，"
             "起始位置挪了一位）。"), _one_extra),
+    Kind("softmax_missing", _T("the softmax missing", "缺少 softmax"),
+         _T("The scores are used as the weights without the softmax over the keys.",
+            "直接把分数当作权重用了，没有对 key 做 softmax。"), _softmax_missing),
+    Kind("transpose_missing", _T("a transpose missing in a product", "矩阵乘法里少了转置"),
+         _T("A matrix is multiplied where its transpose is meant (`q @ k` for `q @ k.transpose(-2, -1)`).",
+            "矩阵乘法里用了矩阵本身，而这里应该用它的转置（把 `q @ k.transpose(-2, -1)` 写成了 `q @ k`）。"),
+         _transpose_missing),
+    Kind("reduce_axis", _T("a reduction over the wrong axis", "归约的轴不对"),
+         _T("A sum, mean, max or cumulative sum runs over the other of the last two axes (queries for "
+            "keys, tokens for features).",
+            "求和、平均、最大值或累加用的是最后两个轴中的另一个（把 key 轴写成了 query 轴，或把特征轴写成了 "
+            "token 轴）。"), _reduce_axis),
+    Kind("keepdim_missing", _T("keepdim missing in a reduction", "归约时少了 keepdim"),
+         _T("A reduction drops its axis (no `keepdim=True`), so what is divided or subtracted by it "
+            "broadcasts along the wrong axis.",
+            "归约时去掉了那个轴（没有 `keepdim=True`），于是用它来除或减时沿着错误的轴广播。"),
+         _keepdim_missing),
+    Kind("contiguous_missing", _T("`.contiguous()` missing before `.view`", "`.view` 前少了 `.contiguous()`"),
+         _T("`.view` is called on a transposed (non-contiguous) tensor: it fails; `.contiguous().view` or "
+            "`.reshape` is meant.",
+            "在转置过（不连续）的张量上调用 `.view` 会出错；应当写 `.contiguous().view` 或 `.reshape`。"),
+         _contiguous_missing),
+    Kind("broadcast_axis", _T("a new axis in the wrong place", "新增的轴位置不对"),
+         _T("A new axis (`None`, `unsqueeze`) is inserted next to the wrong one, so a mask or a weight "
+            "broadcasts along the other axis (over queries instead of keys, or over heads instead of "
+            "tokens).",
+            "新增的轴（`None`、`unsqueeze`）插在了错误的位置，于是掩码或权重沿着另一个轴广播"
+            "（作用在 query 而不是 key 上，或作用在头而不是 token 上）。"), _broadcast_axis),
     Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
          _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
             "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
@@ -1079,8 +1194,9 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
                     text = "; ".join(ast.unparse(ast.fix_missing_locations(n)) for n in new)
                 elif isinstance(new, ast.stmt):
                     text = ast.unparse(ast.fix_missing_locations(new))
-                else:
-                    text = "(" + ast.unparse(ast.fix_missing_locations(new)) + ")"
+                else:      # the node's lines kept: the lines after it keep their numbers
+                    text = "(" + ast.unparse(ast.fix_missing_locations(new)) + \
+                        "\n" * (nodes[i].end_lineno - nodes[i].lineno) + ")"
             except (ValueError, TypeError, AttributeError, RecursionError):
                 continue
             keep(kind, _with_helpers(lines.splice(nodes[i], text)), f"line {nodes[i].lineno}", [i])
