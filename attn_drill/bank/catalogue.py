@@ -295,7 +295,11 @@ _COUNTS = _OFFSETS + ("len", "length", "count", "step", "ctx", "n_past", "idx")
 
 def _one_extra(node, sizes=()):
     """pos -> pos + 1 (or - 1) at every read of a position or a length in a function: an index or a
-    count off by one where the reference has no ± 1 to drop."""
+    count off by one where the reference has no ± 1 to drop; torch.arange(n) -> arange(1, n + 1)."""
+    if _call(node, "arange") and not _is_method(node) and len(node.args) == 1 and not \
+            any(k.arg in ("start", "end") for k in node.keywords):
+        yield lambda: ast.Call(node.func, [ast.Constant(1), ast.BinOp(node.args[0], ast.Add(), ast.Constant(1))],
+                               node.keywords)
     if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or \
             not any(w in node.id.lower() for w in _COUNTS) or node.id.isupper():
         return
@@ -796,6 +800,38 @@ def _broadcast_axis(node, sizes=()):
                 yield lambda nd=nd: ast.Call(node.func, [_const(nd)], [])
 
 
+def _masked_to_zero(node, sizes=()):
+    """scores.masked_fill(m, float("-inf")) -> scores.masked_fill(m, 0.0): masked scores set to 0,
+    which the softmax still gives weight to, where -inf is meant."""
+    if _call(node, "masked_fill", "masked_fill_"):
+        pos = 1 if _is_method(node) else 2
+        value, put = _arg(node, pos, "value")
+        text = ast.unparse(value) if value is not None else ""
+        if "inf" in text and text.lstrip().startswith(("-", "float('-", 'float("-', "torch.finfo", "-math")) or \
+                (value is not None and _num(value) is not None and _num(value) <= -1e4):
+            def edit(put=put):
+                put(ast.Constant(0.0))
+                return node
+            yield edit
+
+
+def _eps_missing(node, sizes=()):
+    """v + eps -> v: the eps a norm or a division adds left out."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        for keep, other in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(other, (ast.Name, ast.Attribute)) and "eps" in ast.unparse(other).lower():
+                yield lambda keep=keep: keep
+
+
+def _constant_off_by_one(node, sizes=()):
+    """127 -> 128, 10000 -> 10001: a written integer constant one off (the int8 range, a vocabulary
+    or bucket count)."""
+    v = _num(node)
+    if isinstance(node, ast.Constant) and isinstance(v, int) and v >= 7:
+        yield lambda: ast.Constant(v + 1)
+        yield lambda: ast.Constant(v - 1)
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -823,7 +859,7 @@ def _T(en, zh):
 
 
 KINDS: tuple[Kind, ...] = (
-    Kind("scale_sqrt_missing", _T("scaled by d instead of √d", "缩放除以了 d 而不是 √d"),
+    Kind("scale_sqrt_missing", _T("a square root missing (d for √d)", "少了一个平方根（用了 d 而不是 √d）"),
          _T("A square root is missing: the code divides by a size d where √d is meant (or the "
             "norm divides by the mean square instead of its root). Scores scaled by 1/d are too flat.",
             "少了一个平方根：代码除以了尺寸 d，而应除以 √d（或者归一化除以了均方而不是均方根）。"
@@ -1060,6 +1096,19 @@ KINDS: tuple[Kind, ...] = (
             "tokens).",
             "新增的轴（`None`、`unsqueeze`）插在了错误的位置，于是掩码或权重沿着另一个轴广播"
             "（作用在 query 而不是 key 上，或作用在头而不是 token 上）。"), _broadcast_axis),
+    Kind("masked_to_zero", _T("masked scores set to 0, not -inf", "被掩码的分数设成了 0 而不是 -inf"),
+         _T("Masked scores are filled with 0 instead of -inf, so the softmax still gives the masked keys "
+            "weight (exp(0) = 1 against the others).",
+            "被掩码的分数填成了 0 而不是 -inf，于是 softmax 仍然给被掩码的 key 分配权重（exp(0) = 1）。"),
+         _masked_to_zero),
+    Kind("eps_missing", _T("eps left out", "漏掉了 eps"),
+         _T("The eps added before a square root or a division is left out.",
+            "漏掉了平方根或除法之前要加上的 eps。"), _eps_missing),
+    Kind("constant_off_by_one", _T("a constant off by one (127 vs 128)", "某个常数差了一（127 与 128）"),
+         _T("A written integer constant is one off: 128 where 127 is meant (the int8 range), or a count "
+            "of buckets or steps one too large or too small.",
+            "代码里写的某个整数常数差了一：本应是 127 却写了 128（int8 的范围），或者桶数、步数多了或少了一个。"),
+         _constant_off_by_one),
     Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
          _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
             "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
