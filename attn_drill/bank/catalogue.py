@@ -832,6 +832,23 @@ def _constant_off_by_one(node, sizes=()):
         yield lambda: ast.Constant(v - 1)
 
 
+def _term_missing(node, sizes=()):
+    """a - b -> a, a + b -> a or b (both computed values, not numbers): one term of a sum or a
+    difference left out (the correction term of a softmax gradient, a bias, a second score)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and \
+            _num(node.left) is None and _num(node.right) is None:
+        yield lambda: node.left
+        if isinstance(node.op, ast.Add):
+            yield lambda: node.right
+
+
+def _write_missing(node, sizes=()):
+    """cache[:, :, start:end] = k -> nothing: a write into a buffer (a KV cache, an output slot) left
+    out, so what is read there later is stale."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        yield lambda: ast.Pass()
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -1109,6 +1126,16 @@ KINDS: tuple[Kind, ...] = (
             "of buckets or steps one too large or too small.",
             "代码里写的某个整数常数差了一：本应是 127 却写了 128（int8 的范围），或者桶数、步数多了或少了一个。"),
          _constant_off_by_one),
+    Kind("term_missing", _T("a term left out of a sum or a difference", "和或差里漏掉了一项"),
+         _T("One term of a sum or a difference is left out (the correction term of a softmax gradient, "
+            "a bias, one of two scores), so the result is short by that term.",
+            "某个和或差里漏掉了一项（softmax 梯度里的修正项、一个偏置、两个分数中的一个），"
+            "结果因此少了这一项。"), _term_missing),
+    Kind("write_missing", _T("a write into a buffer missing", "少了一次写入缓冲区"),
+         _T("A write into a buffer (a KV cache, an output slot) is left out, so what is read there "
+            "later is what was there before.",
+            "漏掉了一次写入缓冲区（KV 缓存、输出的某个位置），之后从那里读到的还是之前的内容。"),
+         _write_missing),
     Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
          _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
             "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
