@@ -849,6 +849,13 @@ def _write_missing(node, sizes=()):
         yield lambda: ast.Pass()
 
 
+def _sqrt_extra(node, sizes=()):
+    """alpha / r -> alpha / sqrt(r): divided by the root of a named value where the value itself is
+    meant (rsLoRA's alpha / sqrt(r) for LoRA's alpha / r)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _plain(node.right) and _num(node.left) is None:
+        yield lambda: ast.BinOp(node.left, ast.Div(), ast.BinOp(node.right, ast.Pow(), ast.Constant(0.5)))
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -1136,6 +1143,10 @@ KINDS: tuple[Kind, ...] = (
             "later is what was there before.",
             "漏掉了一次写入缓冲区（KV 缓存、输出的某个位置），之后从那里读到的还是之前的内容。"),
          _write_missing),
+    Kind("sqrt_extra", _T("divided by a square root where none belongs", "多除了一个平方根"),
+         _T("A value is divided by the square root of a size where the size itself is meant "
+            "(alpha / √r for alpha / r), or the reverse of a missing root.",
+            "本应除以某个大小本身，却除以了它的平方根（把 alpha / r 写成了 alpha / √r）。"), _sqrt_extra),
     Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
          _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
             "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
