@@ -346,10 +346,16 @@ class Grading:
             if sub.problem.kind in ("missing", "interface"):
                 res.status = ERROR
             return res
-        try:
-            failures = list(case.check(sub.obs, ref, case) or [])
-        except Exception as exc:  # noqa: BLE001 - the observation comes from untrusted code
-            failures = [t("engine.uncheckable", error=f"{type(exc).__name__}: {exc}")]
+        def check(obs) -> list:
+            try:
+                return list(case.check(obs, ref, case) or [])
+            except Exception as exc:  # noqa: BLE001 - the observation comes from untrusted code
+                return [t("engine.uncheckable", error=f"{type(exc).__name__}: {exc}")]
+
+        def said(failures) -> list[str]:
+            return [f.message if isinstance(f, Failure) else str(f) for f in failures]
+        failures = check(sub.obs)
+        checked = said(failures)              # what the check says of it: a known mistake must say the same
         for rule in case.trace:
             msg = rule.verdict(sub, case)
             if msg:
@@ -365,7 +371,7 @@ class Grading:
                 res.diagnosis = Diagnosis(m.id, m.diagnosis.en, m.diagnosis.zh)
             elif self.diagnose and self.report.first_failure() is None and not case.measured:
                 # no grader rule named it: the known mistake whose observation is the submission's
-                res.diagnosis = self.mistakes.name_check(case, prep, sub)
+                res.diagnosis = self.mistakes.name_check(case, prep, sub, lambda obs: said(check(obs)) == checked)
                 if res.diagnosis is not None:
                     self.named = (res.diagnosis.mistake, case.name)
         return res
