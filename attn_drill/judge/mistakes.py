@@ -128,7 +128,7 @@ class Mistakes:
             self._said_alike(mut.obs)
 
     def _kind(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
-        if not _carries_numbers(sub):
+        if not carries_numbers(sub):
             return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
         fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
         kinds = {key.split("@")[0] for _, key in fits}
@@ -160,6 +160,8 @@ class Mistakes:
                 continue  # a mutant that is right on this case names nothing here
             if (res.tensor.startswith("trace rule") or res.tensor == "precision") and mres.tensor != res.tensor:
                 continue  # the submission broke an op or precision rule: only a mutant breaking the same one
+            if by_rule and mres.message != res.message:
+                continue  # ...the same way (the same op, of the same size): right values say nothing more
             score = match(sub, mut, limits, truth)
             if score is not None:
                 out.append((score, mid))
@@ -222,7 +224,7 @@ def _overflows(side: Side) -> bool:
                for v in values)
 
 
-def _carries_numbers(sub: Side) -> bool:
+def carries_numbers(sub: Side) -> bool:
     """Some output of the submission is a finite number or not a float tensor at all."""
     return sub.problem is not None or any(
         not (isinstance(v, torch.Tensor) and v.is_floating_point()) or bool(torch.isfinite(v).any())

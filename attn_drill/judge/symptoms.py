@@ -68,12 +68,13 @@ def nan_rows(out: torch.Tensor, truth: torch.Tensor, traits) -> Symptom | None:
                        f"最大值（torch.softmax 会这样做），或者在合并部分结果时减去最大的 log-sum-exp。")
     if {"pad", "causal", "mask3d"} & set(traits):
         return Symptom("mask_removes_every_key",
-                       f"{n} whole row(s) of the output are NaN: a softmax whose scores were all -inf. Your mask "
-                       f"removes every key of those query rows: are True and False swapped, or is the mask applied "
-                       f"on the wrong axis (the queries instead of the keys)?",
-                       f"输出中有 {n} 整行是 NaN：这些行的分数全是 -inf 再做 softmax。"
-                       f"你的掩码去掉了这些 query 行的所有 "
-                       f"key：是不是 True/False 弄反了，或者掩码加在了错误的维度上（query 而不是 key）？")
+                       f"{n} whole row(s) of the output are NaN or inf, in a case with a mask: a -inf reached those "
+                       f"rows' sums. Most often the mask removes every key of those queries (True and False "
+                       f"swapped, or the mask on the queries' axis instead of the keys'); or the masked scores "
+                       f"are used without the softmax that turns -inf into 0.",
+                       f"输出中有 {n} 整行是 NaN 或 inf，且这个用例带掩码：有 -inf 进入了这些行的求和。最常见的原因是"
+                       f"掩码去掉了这些 query 的所有 key（True/False 弄反了，或者掩码加在了 query 的维度上而不是 "
+                       f"key 的维度上）；也可能是被掩码的分数没有经过把 -inf 变成 0 的 softmax 就直接用了。")
     return None
 
 
