@@ -327,7 +327,8 @@ class Grading:
             w_sub = sub.weights if _traced(case) else untrusted.side(self.room.call(
                 {"op": "case", "data": prep.low.to_wire(), "trace": True, "repeat": False})).weights
             traced = self.files.run(prep.truth, trace=True)
-            if w_sub is not None and traced.weights is not None and traced.weights.shape == w_sub.shape:
+            if w_sub is not None and traced.weights is not None and traced.weights.shape == w_sub.shape \
+                    and w_sub.numel() > 0:    # a first softmax over nothing (no compressed block yet) shows nothing
                 weights = (w_sub, traced.weights)
                 if res.detail is not None:
                     res.detail["weights"] = weights_detail(w_sub, traced.weights)
