@@ -856,6 +856,30 @@ def _sqrt_extra(node, sizes=()):
         yield lambda: ast.BinOp(node.left, ast.Div(), ast.BinOp(node.right, ast.Pow(), ast.Constant(0.5)))
 
 
+_ALONG = {"cat": 1, "concat": 1, "stack": 1, "split": 1, "chunk": 1, "repeat_interleave": 1, "flip": 0,
+          "roll": 2, "index_select": 0, "gather": 0}     # the position of `dim` in the method form
+
+
+def _axis_wrong(node, sizes=()):
+    """torch.cat(xs, dim=-1) -> dim=-2, k.repeat_interleave(n, dim=1) -> dim=2: an op that joins,
+    splits or repeats along the neighbouring axis."""
+    if not _call(node, *_ALONG):
+        return
+    pos = _ALONG[_name(node.func)] + (0 if _is_method(node) else 1)
+    if _name(node.func) in ("cat", "concat", "stack") and not _is_method(node):
+        pos = 1
+    value, put = _arg(node, pos, "dim")
+    d = _num(value) if value is not None else None
+    if not isinstance(d, int):
+        return
+    for nd in (d - 1, d + 1):
+        if (d >= 0) == (nd >= 0):
+            def edit(put=put, nd=nd):
+                put(_const(nd))
+                return node
+            yield edit
+
+
 _SUM_MEAN = {"sum": "mean", "mean": "sum"}
 
 
@@ -1147,6 +1171,11 @@ KINDS: tuple[Kind, ...] = (
          _T("A value is divided by the square root of a size where the size itself is meant "
             "(alpha / √r for alpha / r), or the reverse of a missing root.",
             "本应除以某个大小本身，却除以了它的平方根（把 alpha / r 写成了 alpha / √r）。"), _sqrt_extra),
+    Kind("axis_wrong", _T("an op along the wrong axis", "某个操作用错了轴"),
+         _T("A concatenation, a split, a repeat or a flip works along the neighbouring axis (the "
+            "sequence instead of the heads, the features instead of the tokens).",
+            "拼接、切分、重复或翻转作用在了相邻的轴上（把头的轴写成了序列的轴，或把 token 的轴写成了特征的轴）。"),
+         _axis_wrong),
     Kind("argument_ignored", _T("an argument ignored (its default used)", "忽略了一个参数（总用默认值）"),
          _T("An argument the caller passes is ignored: the code uses its default value (a hard-coded "
             "eps, temperature, flag or size) whatever is passed, so only the cases that pass another "
