@@ -33,8 +33,6 @@ class Mistakes:
     rules)` is the engine's verdict on a side (with the precision rule), so a mutant is judged as
     the submission is."""
 
-    _said_alike = staticmethod(lambda obs: True)
-
     def __init__(self, spec, key: tuple, probes, judged):
         self.spec, self.key, self.probes, self.judged = spec, key, probes, judged
         self._modules: dict | None = None
@@ -108,13 +106,13 @@ class Mistakes:
         (`said_alike(obs)`: the same failures; values alike but of another dtype are not alike)."""
         if sub.problem is not None:
             return None
-        self._said_alike = said_alike
         fits = [mid for mid, module in self.modules.items()
-                if module is not None and self._observes_as(mid, module, case, prep, sub)]
+                if module is not None and self._observes_as(mid, module, case, prep, sub, said_alike)]
         if fits:
             self.fitting = fits
             return self.diagnosis(fits[0])
-        keys = [key for key, module in self.kinds.items() if self._observes_as(key, module, case, prep, sub)]
+        keys = [key for key, module in self.kinds.items()
+                if self._observes_as(key, module, case, prep, sub, said_alike)]
         kinds = {key.split("@")[0] for key in keys}
         if len(kinds) != 1:
             return None
@@ -122,10 +120,10 @@ class Mistakes:
         self._matched[kid] = keys
         return self.diagnosis(kid)
 
-    def _observes_as(self, mid: str, module, case, prep, sub: Side) -> bool:
+    def _observes_as(self, mid: str, module, case, prep, sub: Side, said_alike) -> bool:
         mut = self.side(mid, case.name, prep.low, False, module)
         return not isinstance(mut, str) and mut.problem is None and same_observation(sub.obs, mut.obs) and \
-            self._said_alike(mut.obs)
+            said_alike(mut.obs)
 
     def _kind(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
         if not carries_numbers(sub):
