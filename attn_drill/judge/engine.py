@@ -26,7 +26,7 @@ from ..results import ERROR, FAIL, PASS, SKIP, CaseResult, Diagnosis, Report, pr
 from ..room.side import Side
 from . import precision, symptoms, untrusted
 from .compare import weights_detail
-from .mistakes import Mistakes, carries_numbers
+from .mistakes import Mistakes
 from .prepare import LazyObs, Prepared, ProblemFiles, problem_files, reference_sides
 from .rooms import RoomFailure, Zygote
 from .verdicts import judge, property_failure, report_verdict, stub_message
@@ -255,11 +255,6 @@ class Grading:
                     if c.diagnosis and c.diagnosis.mistake == r.diagnosis.mistake:
                         c.diagnosis = d
                 r.diagnosis = d
-        if r.diagnosis is not None and self.named is not None and self._only_overflow(self.named[1]):
-            for c in r.cases:
-                if c.diagnosis and c.diagnosis.mistake == r.diagnosis.mistake:
-                    c.diagnosis = None
-            r.diagnosis = None
         if r.diagnosis is not None or r.first_failure() is None:
             return
         if any(property_failure(run.result) for run in self.runs):
@@ -267,15 +262,6 @@ class Grading:
         sym = symptoms.explain(self.first_evidence, [(run.result, run.case) for run in self.runs])
         if sym is not None:
             r.symptom = Diagnosis(sym.id, sym.en, sym.zh)
-
-    def _only_overflow(self, named_case: str) -> bool:
-        """The named case's outputs are all NaN or inf and no case passed: many mistakes give that (any
-        -inf that reaches a sum), so a name would be a guess. A mistake that overflows only where the
-        logits are large, passing elsewhere, is still named."""
-        run = next((run for run in self.runs if run.case.name == named_case), None)
-        if run is None or run.case.is_check or run.sub is None or not run.sub.outs or carries_numbers(run.sub):
-            return False
-        return not any(run.result.status == PASS for run in self.runs if not run.case.is_check)
 
     def _start(self, case: Case) -> CaseRun:
         """The judge's share of a case before the room's: the sides it computes, then the request."""

@@ -126,7 +126,7 @@ class Mistakes:
             said_alike(mut.obs)
 
     def _kind(self, case, prep, truth, low, sub: Side, res, limits) -> Diagnosis | None:
-        if not carries_numbers(sub):
+        if not _carries_numbers(sub):
             return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
         fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
         kinds = {key.split("@")[0] for _, key in fits}
@@ -224,7 +224,7 @@ def _overflows(side: Side) -> bool:
                for v in values)
 
 
-def carries_numbers(sub: Side) -> bool:
+def _carries_numbers(sub: Side) -> bool:
     """Some output of the submission is a finite number or not a float tensor at all."""
     return sub.problem is not None or any(
         not (isinstance(v, torch.Tensor) and v.is_floating_point()) or bool(torch.isfinite(v).any())
