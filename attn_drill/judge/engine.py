@@ -110,6 +110,7 @@ class Grading:
                              where=printable(target.where()))
         self.room = None
         self._earlier_output = ""         # what rooms closed before this one printed
+        self._earlier_seconds = 0.0       # and the time they used (one time limit for the whole grading)
         self.base_rss: int | None = None  # a fresh room's resident memory before the submission loaded
         self.files: ProblemFiles | None = None
         self.mistakes: Mistakes | None = None
@@ -179,16 +180,15 @@ class Grading:
         A room opened for a measured case (`fresh`) has its peak reset before the load, so the case's
         peak counts all the submission holds: what it allocates at import or in earlier calls too."""
         r = self.report
-        used = 0.0
         if self.room is not None:                 # what the earlier room ran: its output, its time
             self._earlier_output += self.room.output
             r.warnings += [w for w in self.room.warnings if w not in r.warnings]
-            used = self.room.used
+            self._earlier_seconds += self.room.used
             self.room.close()
         probe_source = self.files.probe_source
         preload = self.preload + (policy.imported_modules(probe_source) if probe_source else [])
         self.room = self.rooms.open(preload=preload)
-        self.room.budget = self.time_limit - used
+        self.room.budget = self.time_limit - self._earlier_seconds
         self.room.path = self.target.room_path
         self.room.cancel_fd = self.cancel_fd
         self.base_rss = self.room.memory(reset=True)["rss"] if fresh else None
