@@ -145,6 +145,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "judge.shape": ("`{name}` has shape {got}; expected {want}", "`{name}` 的形状是 {got}；应为 {want}"),
     "judge.dtype": ("`{name}` has dtype {got}; expected {want} (keep the input's dtype)",
                     "`{name}` 的 dtype 是 {got}；应为 {want}（保持输入的 dtype）"),
+    "judge.dtype_stated": ("`{name}` has dtype {got}; expected {want}, the dtype the statement gives it",
+                           "`{name}` 的 dtype 是 {got}；应为题目规定的 {want}"),
     "judge.device": ("`{name}` is on {got}; expected {want}", "`{name}` 在 {got} 上；应在 {want} 上"),
     "judge.exact": ("`{name}` differs from the expected values in {bad} of {total} elements",
                     "`{name}` 的 {total} 个元素中有 {bad} 个与期望值不同"),

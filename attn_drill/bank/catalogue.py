@@ -1112,10 +1112,10 @@ KINDS: tuple[Kind, ...] = (
             "reverse order.",
             "某个序列是从另一端数的：各个头的斜率、位置或下标的顺序反了。"), _order_reversed),
     Kind("one_extra", _T("a position or a length off by one", "位置或长度差了一"),
-         _T("A position, an offset or a length is one too large or one too small everywhere it is used "
-            "(a cache length counted with the new token, a start position shifted by one).",
-            "某个位置、偏移或长度在所有用到它的地方都大了一或小了一（缓存长度把新 token 也算进去了，"
-            "起始位置挪了一位）。"), _one_extra),
+         _T("A position, an offset, a length or a boundary index is one too large or one too small "
+            "(positions counted from 1, a cache length counted with the new token, a start shifted by one).",
+            "某个位置、偏移、长度或边界下标大了一或小了一（位置从 1 开始数，缓存长度把新 token 也算进去了，"
+            "起点挪了一位）。"), _one_extra),
     Kind("softmax_missing", _T("the softmax missing", "缺少 softmax"),
          _T("The scores are used as the weights without the softmax over the keys.",
             "直接把分数当作权重用了，没有对 key 做 softmax。"), _softmax_missing),
@@ -1138,12 +1138,12 @@ KINDS: tuple[Kind, ...] = (
             "`.reshape` is meant.",
             "在转置过（不连续）的张量上调用 `.view` 会出错；应当写 `.contiguous().view` 或 `.reshape`。"),
          _contiguous_missing),
-    Kind("broadcast_axis", _T("a new axis in the wrong place", "新增的轴位置不对"),
-         _T("A new axis (`None`, `unsqueeze`) is inserted next to the wrong one, so a mask or a weight "
-            "broadcasts along the other axis (over queries instead of keys, or over heads instead of "
-            "tokens).",
-            "新增的轴（`None`、`unsqueeze`）插在了错误的位置，于是掩码或权重沿着另一个轴广播"
-            "（作用在 query 而不是 key 上，或作用在头而不是 token 上）。"), _broadcast_axis),
+    Kind("broadcast_axis", _T("a mask or a weight broadcast along the wrong axis", "掩码或权重沿着错误的轴广播"),
+         _T("A mask or a weight broadcasts along the wrong axis: a new axis (`None`, `unsqueeze`) is put "
+            "next to the wrong one or left out, so it applies over the queries instead of the keys, or "
+            "over the heads instead of the batch elements or the tokens.",
+            "掩码或权重沿着错误的轴广播：新增的轴（`None`、`unsqueeze`）插错了位置或者漏掉了，于是它作用在 "
+            "query 而不是 key 上，或作用在头而不是 batch 元素或 token 上。"), _broadcast_axis),
     Kind("masked_to_zero", _T("masked scores set to 0, not -inf", "被掩码的分数设成了 0 而不是 -inf"),
          _T("Masked scores are filled with 0 instead of -inf, so the softmax still gives the masked keys "
             "weight (exp(0) = 1 against the others).",

@@ -69,7 +69,8 @@ def _judge(case: Case, truth: Side, low: Side | None, sub: Side, spec, rules: bo
                 (case.dtype if expect.is_floating_point() else expect.dtype)
             kept_wider = name in case.float32_outputs and got.dtype == torch.float32   # as the statement allows
             if got.dtype != want_dtype and not kept_wider:
-                return _fail(res, "forward", t("judge.dtype", name=name, got=got.dtype, want=want_dtype)), limits
+                key = "judge.dtype" if want_dtype.is_floating_point else "judge.dtype_stated"   # int ids, bool masks
+                return _fail(res, "forward", t(key, name=name, got=got.dtype, want=want_dtype)), limits
             if got.device.type != torch.device(case.device).type:
                 return _fail(res, "forward", t("judge.device", name=name, got=got.device, want=case.device)), limits
             if not expect.is_floating_point() or case.exact:
