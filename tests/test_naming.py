@@ -4,14 +4,34 @@ Graded as `attn-drill check` grades: every case runs, so a mutant's name is kept
 every case. The evidence:
   tests/fixtures/symptoms/<id>__<name>[__<how>].py must be named <name> (a mutant or a symptom rule)
   tests/fixtures/symptoms/<id>__unnamed_<how>.py   must get no name: a wrong name is worse than none
+  tests/fixtures/symptoms/edits.yaml               the same, for fixtures that are a reference with a few
+                                                   text edits (written out before grading)
   every spec's mutants                             must be named as themselves (test_bank)
 """
 from pathlib import Path
 
 import pytest
+import yaml
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures" / "symptoms").glob("*.py"))
+ROOT = Path(__file__).resolve().parent.parent
+SYMPTOMS = Path(__file__).parent / "fixtures" / "symptoms"
+EDITED = {e["fixture"]: e["edits"] for e in yaml.safe_load((SYMPTOMS / "edits.yaml").read_text(encoding="utf-8"))}
+FIXTURES = sorted([*SYMPTOMS.glob("*.py"), *(SYMPTOMS / f"{name}.py" for name in EDITED)])
 SEEDS = (0, 1, 2)
+
+
+def fixture_file(path: Path, tmp_path: Path) -> Path:
+    """The fixture as a file: itself, or its reference with its edits made (each `old` occurs once)."""
+    if path.exists():
+        return path
+    pid = path.stem.split("__")[0]
+    text = (ROOT / "reference" / f"{pid}.py").read_text(encoding="utf-8")
+    for e in EDITED[path.stem]:
+        assert text.count(e["old"]) == 1, f"{path.stem}: an edit no longer matches reference/{pid}.py once"
+        text = text.replace(e["old"], e["new"])
+    out = tmp_path / path.name
+    out.write_text(text, encoding="utf-8")
+    return out
 
 
 def expected(path: Path) -> tuple[str, str | None]:
@@ -26,10 +46,11 @@ def named(report) -> str | None:
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
-def test_a_fixture_gets_its_name_or_none(judge, path):
+def test_a_fixture_gets_its_name_or_none(judge, path, tmp_path):
     pid, want = expected(path)
+    file = fixture_file(path, tmp_path)
     for seed in SEEDS:
-        r = judge.grade(pid, str(path), seed, time_limit=60)
+        r = judge.grade(pid, str(file), seed, time_limit=60)
         assert r.status != "pass", f"seed {seed}: the fixture should fail"
         assert named(r) == want, f"seed {seed}: named {named(r)!r}, expected {want!r} ({r.message})"
 
