@@ -116,6 +116,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "{op} 在{phase}中生成了形状为 {shape} 的张量（{n} 个元素）；本用例的上限是 {limit} 个元素（不得出现{what}）"),
     "trace.phase.forward": ("forward", "前向传播"),
     "trace.phase.backward": ("backward", "反向传播"),
+    "trace.phase.autograd": ("automatic differentiation inside the forward", "前向传播中的自动求导"),
     "trace.intermediate": ("intermediate tensor", "这么大的中间张量"),
     "trace.or": (" or ", " 或 "),
     "trace.no_op": ("no {what} op ran; this case checks what {what} receives",

@@ -91,8 +91,11 @@ def _check_one_matmul(sub, ref, case: Case) -> list:
     """sub: the probe `gemm_calls`: (name, argument shapes) of each torch function the forward called."""
     B, L, H, D = case.probe_args["sizes"]
     E = H * D
+    # a projection, however it is laid out (x @ W.T, W @ x.transpose(1, 2), a slice of the weight):
+    # a product of the B*L*E activations with an (E, E), (2E, E) or (3E, E) weight
+    weights = {E * E, 2 * E * E, 3 * E * E}
     on_activations = [name for name, shapes in sub if name in GEMMS
-                      and any(s and s[-1] == E and _numel(s) == B * L * E for s in shapes)]
+                      and any(_numel(s) == B * L * E for s in shapes) and any(_numel(s) in weights for s in shapes)]
     n = len(on_activations)
     if n == 2:
         return []

@@ -1,7 +1,9 @@
 """Cases for `mha_unit_test`: the user's test must pass a correct MultiHeadSelfAttention and fail
 each of the grader's wrong ones (probes/mha_unit_test.py runs it). The official module handed to the
 test records how it was built and called, so a test that fails on correct code can be told apart
-(weights not copied, batch_first missing, mask convention not inverted)."""
+(weights not copied, batch_first missing, mask convention not inverted). The test runs once per
+implementation, each run in a room opened for it: nothing it keeps (a counter of its calls) can tell
+it which implementation it is given."""
 from __future__ import annotations
 
 import torch
@@ -59,8 +61,8 @@ def _why_fails_on_correct(obs):
                         f"你的测试在正确的实现上失败了：{first}"))
 
 
-def unit_test_check(sub, ref, case):
-    """sub: the probe `run_test`."""
+def passes_correct(sub, ref, case):
+    """sub: the probe `run_test` with the correct implementation."""
     if sub["error"] is not None:
         return [_why_fails_on_correct(sub)]
     if not sub["impl_calls"] or not sub["official_calls"]:
@@ -68,43 +70,48 @@ def unit_test_check(sub, ref, case):
                              "and compare their outputs",
                              "你的测试没有调用两个模块就通过了；"
                              "应构造 attention_cls 和 official_cls，并比较两者的输出"))]
-    used_masks = any(c["masked"] for c in sub["impl_calls"])
-    missed = [str(b) for b in sub["missed"]]
-    n = len(NON_MASK_BUGS + MASK_BUGS)
-    if not missed:
+    return []
+
+
+def catches(sub, ref, case):
+    """sub: the probe `run_test` with one wrong implementation: the test must raise."""
+    if sub["error"] is not None:
         return []
-    share = pick(f"it caught {n - len(missed)} of {n} wrong implementations ({100 * (n - len(missed)) / n:.0f}%)",
-                 f"你的测试在 {n} 个错误实现中抓到了 {n - len(missed)} 个（{100 * (n - len(missed)) / n:.0f}%）")
-    missed_non_mask = [b for b in missed if b in NON_MASK_BUGS]
+    bug = case.probe_args["bug"]
+    passes = pick(f"your test passes the implementation with {bug}", f"你的测试放过了有 {bug} 错误的实现")
     returned = [v for v in sub.get("returned", []) if v is not None]
     if returned and all(v is False or v == 0 for v in returned):
-        return [pick(f"{share}: your test returns False where it finds a mismatch instead of raising; a test must fail "
+        return [pick(f"{passes}: it returns False where it finds a mismatch instead of raising; a test must fail "
                      f"by raising (assert torch.allclose(...), or torch.testing.assert_close(...))",
-                     f"{share}：测试发现不一致时返回 False，而不是抛出异常；测试必须通过抛出异常来表示失败"
+                     f"{passes}：测试发现不一致时返回 False，而不是抛出异常；测试必须通过抛出异常来表示失败"
                      f"（assert torch.allclose(...) 或 torch.testing.assert_close(...)）")]
     heads = {c.get("heads") for c in sub["impl_calls"]}
-    if heads == {1} and any(b in ("split_heads_direct_view", "merge_heads_without_transpose") for b in missed):
-        return [pick(f"{share}; it only ever builds a single head, where splitting and merging heads cannot go wrong: "
-                     f"test with num_heads > 1 (and L > 1)",
-                     f"{share}；它只构造过单头模块，而单头时拆分和合并多头不可能出错：请用 num_heads > 1"
+    if heads == {1} and bug in ("split_heads_direct_view", "merge_heads_without_transpose"):
+        return [pick(f"{passes}; it only ever builds a single head, where splitting and merging heads cannot go "
+                     f"wrong: test with num_heads > 1 (and L > 1)",
+                     f"{passes}；它只构造过单头模块，而单头时拆分和合并多头不可能出错：请用 num_heads > 1"
                      f"（并且 L > 1）来测试")]
-    if missed_non_mask:
-        return [Failure(pick(f"{share}; it passes {', '.join(missed_non_mask)}, whose outputs differ clearly: is the "
-                             f"tolerance too loose (use about 1e-5 in float32, 1e-9 in float64), or is the output "
-                             f"compared at all?",
-                             f"{share}；它放过了 {', '.join(missed_non_mask)}，而这些实现的输出明显不同：是容差太宽"
-                             f"（float32 用约 1e-5，float64 用约 1e-9），还是根本没有比较输出？"),
+    if bug in NON_MASK_BUGS:
+        return [Failure(pick(f"{passes}, whose outputs differ clearly: is the tolerance too loose (use about 1e-5 in "
+                             f"float32, 1e-9 in float64), or is the output compared at all?",
+                             f"{passes}，而这个实现的输出明显不同：是容差太宽（float32 用约 1e-5，float64 用约 "
+                             f"1e-9），还是根本没有比较输出？"),
                         mistake="tolerance_too_loose")]
-    return [Failure(pick(f"{share}; it passes {', '.join(missed)}"
-                         + ("" if used_masks else ": the test never passes key_padding_mask or attn_mask")
+    used_masks = any(c["masked"] for c in sub["impl_calls"])
+    return [Failure(pick(f"{passes}" + ("" if used_masks else ": the test never passes key_padding_mask or attn_mask")
                          + "; compare with padding, with a causal attn_mask, and with both",
-                         f"{share}；它放过了 {', '.join(missed)}"
-                         + ("" if used_masks else "：测试从来没有传入 key_padding_mask 或 attn_mask")
+                         f"{passes}" + ("" if used_masks else "：测试从来没有传入 key_padding_mask 或 attn_mask")
                          + "；请分别在有 padding、有因果 attn_mask 以及两者都有的情况下比较"),
                     mistake="masks_never_tested")]
 
 
 def cases(ctx: Ctx) -> list[Case]:
-    return [Case(name="catches_wrong_mhsa", target="check_against_official", grad=False, probe="run_test",
-                 check=unit_test_check,
-                 note=f"passes a correct MHSA, fails {len(NON_MASK_BUGS + MASK_BUGS)} wrong ones")]
+    """The test is run once per implementation, each time in a room opened for it (fresh=True)."""
+    out = [Case(name="passes_correct_mhsa", target="check_against_official", grad=False, probe="run_test",
+                probe_args={"bug": None}, check=passes_correct, fresh=True,
+                note="a correct MultiHeadSelfAttention: the test must return")]
+    for bug in NON_MASK_BUGS + MASK_BUGS:
+        out.append(Case(name=f"catches_{bug}", target="check_against_official", grad=False, probe="run_test",
+                        probe_args={"bug": bug}, check=catches, fresh=True,
+                        note=f"a MultiHeadSelfAttention with {bug}: the test must raise"))
+    return out

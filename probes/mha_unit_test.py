@@ -55,8 +55,7 @@ def make_mhsa(bug: str | None = None, calls: list | None = None):
                 out = out.transpose(1, 2).reshape(B, L, E)             # (B, L, E)
             return self.out_proj(out)
 
-    MultiHeadSelfAttention.__qualname__ = f"MultiHeadSelfAttention[{bug or 'correct'}]"
-    return MultiHeadSelfAttention
+    return MultiHeadSelfAttention       # every version looks the same from outside: only its outputs differ
 
 
 def make_official(records: list):
@@ -115,17 +114,12 @@ def _summary(calls, records) -> dict:
 
 
 def run_test(p):
-    """The user's check_against_official against a correct implementation (with everything it did),
-    then against each wrong one: which of those it let pass."""
+    """The user's check_against_official against one implementation (`p.args["bug"]`: None for the
+    correct one), with everything it did. Each case runs in a room opened for it (Case(fresh=True)):
+    the test cannot tell by what it kept from an earlier call which implementation it is given."""
     test = p.target
-    calls, records = [], []
-    exc = _run(test, make_mhsa(None, calls), records)
+    calls, records, returned = [], [], []
+    exc = _run(test, make_mhsa(p.args.get("bug"), calls), records, returned)
     said = str(exc).splitlines()[0][:200] if exc is not None and str(exc) else ""
-    obs = {"error": None if exc is None else f"{type(exc).__name__}: {said}", **_summary(calls, records)}
-    if exc is None:
-        returned, missed = [], []
-        for bug in NON_MASK_BUGS + MASK_BUGS:
-            if _run(test, make_mhsa(bug), [], returned) is None:
-                missed.append(bug)
-        obs["missed"], obs["returned"] = missed, returned        # what the test returned where it did not raise
-    return obs
+    return {"error": None if exc is None else f"{type(exc).__name__}: {said}", "returned": returned,
+            **_summary(calls, records)}

@@ -115,6 +115,12 @@ def test_a_damaged_reply_is_a_value_or_unreadable(flips, cut):
     {"side": {"grads": {"x": "not a tensor"}}}, {"side": {"ops": 5}}, {"side": {"ops": "[1, 2]"}},
     {"side": {"ops": json.dumps([["aten.mm", "forward", ["float32"], [[2]], [["x"]], 4]])}},
     {"side": {"mapping": {1: 2}}}, {"side": {"problem": {"kind": 5, "message": "m"}}},
+    # numbers past what a float or an int holds (JSON's Infinity, a forged huge int), shapes of other types
+    {"side": {"ops": '[["aten.mm", "forward", ["float32"], [[1e999]], [[2]], 4]]'}},
+    {"side": {"ops": '[["aten.mm", "forward", ["float32"], [[NaN]], [[2]], 4]]'}},
+    {"side": {"ops": json.dumps([["aten.mm", "forward", ["float32"], [[10 ** 400]], [[2]], 4]])}},
+    {"side": {"ops": json.dumps([["aten.mm", "forward", ["float32"], [[True]], [[2]], 4]])}},
+    {"side": {"ops": json.dumps([["aten.mm", "forward", ["float32"], [[1] * 17], [[2]], 4]])}},
 ])
 def test_a_malformed_side_becomes_the_submissions_problem(reply):
     side = untrusted.side(reply)
@@ -139,6 +145,8 @@ def test_a_malformed_problem_is_still_a_problem(p):
 
 def test_reply_meta_keeps_only_what_it_can_read():
     assert untrusted.reply_meta({"used": "1", "output": 5, "warnings": "w"}) == (None, None, None)
+    assert untrusted.reply_meta({"used": 10 ** 400})[0] is None           # no float holds it: no count
+    assert untrusted.side({"side": {"seconds": 10 ** 400}}).seconds == 0.0
     used, out, warns = untrusted.reply_meta({"used": 2.0, "output": "x" * 10 ** 6, "warnings": ["w" * 900] * 50})
     assert used == 2.0 and len(out) == untrusted.MAX_OUTPUT and len(warns) == 20 and len(warns[0]) == 500
     with pytest.raises(untrusted.Unreadable):

@@ -239,6 +239,15 @@ RECORDS = {
     "progress hard-linked": "import pathlib\npathlib.Path('state.json').hardlink_to("
                             "os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'))\n"
                             "open('state.json', 'w').write('FORGED')\n",
+    # the folder above the records moved away, and another put in its place
+    "the records' folder moved": "import pathlib\ndata = os.path.dirname(os.environ['ATTN_DRILL_HOME'])\n"
+                                 "pathlib.Path(data).rename(data + '.old')\n"
+                                 "os.makedirs(os.environ['ATTN_DRILL_HOME'])\n"
+                                 "open(os.path.join(os.environ['ATTN_DRILL_HOME'], 'state.json'), 'w')"
+                                 ".write('FORGED')\n",
+    # a folder's own progress from before, which the next command run there merges into the user's
+    "a folder's old progress planted": "os.makedirs('../.attn-drill', exist_ok=True)\n"
+                                       "open('../.attn-drill/state.json', 'w').write('FORGED')\n",
 }
 
 
@@ -246,9 +255,9 @@ RECORDS = {
 def test_check_keeps_a_submission_off_the_progress_records_and_the_spec_cache(tmp_path, route):
     """Without an OS sandbox (`check` of one's own file), what the next grading or `list` reads is
     still out of reach: the progress records and the cache of parsed specs."""
-    home, cache, work = tmp_path / "home", tmp_path / "cache", tmp_path / "work"
+    home, cache, work = tmp_path / "data" / "home", tmp_path / "cache", tmp_path / "practice" / "work"
     for d in (home, cache, work):
-        d.mkdir()
+        d.mkdir(parents=True)
     (home / "state.json").write_text("{}")
     (work / "mhsa.py").write_text("import os\n" + MHSA + "\n" + RECORDS[route])
     env = {**ENV, "ATTN_DRILL_HOME": str(home), "ATTN_DRILL_CACHE": str(cache)}
@@ -258,6 +267,7 @@ def test_check_keeps_a_submission_off_the_progress_records_and_the_spec_cache(tm
     assert res.returncode != 0 and report["status"] != "pass", route
     assert "not allowed" in json.dumps(report), route
     assert "FORGED" not in (home / "state.json").read_text() and not (cache / "specs.pickle").exists()
+    assert not (tmp_path / "data.old").exists() and not (tmp_path / "practice" / ".attn-drill").exists()
 
 
 def test_what_python_and_the_tool_load_code_from_is_read_only(bare, tmp_path):
@@ -272,6 +282,16 @@ def test_what_python_and_the_tool_load_code_from_is_read_only(bare, tmp_path):
         report = bare("mhsa", path)
         assert report.status != "pass" and "not allowed" in report.problem_error.message, report.message
         assert not os.path.exists(planted)
+    # a folder above them is refused too: moved away, it takes them along, and a copy with a planted file
+    # could take its place (a mode set to what it already is changes nothing, were it let through)
+    from attn_drill.room.guards import tool_roots
+    roots = tool_roots()
+    above = os.path.dirname(attn_drill.__file__)
+    while any(above == r or above.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        above = os.path.dirname(above)            # the first folder up that no root holds
+    path.write_text(MHSA + f"\nimport os\nos.chmod({above!r}, os.stat({above!r}).st_mode & 0o7777)\n")
+    report = bare("mhsa", path)
+    assert report.status != "pass" and "not allowed" in report.problem_error.message, report.message
 
 
 def test_own_objects_keep_their_private_names(bare, tmp_path):
@@ -352,11 +372,12 @@ class FlashAttention(torch.autograd.Function):
 class FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, Q, K, V, scale, block_size):
+        # every op on a tile of at most a quarter of the rows and keys: no op makes the whole matrix
         S = torch.empty(*Q.shape[:3], K.shape[2], dtype=Q.dtype)
-        for i in range(0, Q.shape[2], block_size):
-            for j in range(0, K.shape[2], block_size):
-                S[:, :, i:i + block_size, j:j + block_size] = scale * (
-                    Q[:, :, i:i + block_size] @ K[:, :, j:j + block_size].transpose(-2, -1))
+        t = max(block_size, -(-Q.shape[2] // 4), -(-K.shape[2] // 4))
+        for i in range(0, Q.shape[2], t):
+            for j in range(0, K.shape[2], t):
+                S[:, :, i:i + t, j:j + t] = scale * (Q[:, :, i:i + t] @ K[:, :, j:j + t].transpose(-2, -1))
         return torch.softmax(S, -1) @ V
 ''',
 }
@@ -548,6 +569,240 @@ def test_every_parameter_must_carry_a_gradient(judge, tmp_path, route):
     assert case.status == "fail" and "out_proj.weight" in case.message, case.message
 
 
+LATER = {     # code that runs after the value the judge reads was made, and writes the right answer into it
+    # the room runs each case twice (determinism), on the same input objects: the second run fills what
+    # the first returned
+    ("flash_decoding", "outputs, in the second run"): (FLASH_DECODING := (ROOT / "reference" / "flash_decoding.py")
+                                                       .read_text()) + '''
+
+_real, _first = flash_decoding, {}
+
+
+def flash_decoding(q, k_cache, v_cache, cache_lens, split_size, scale=None):
+    if _first.get("q") is q:
+        out, lse = _first.pop("out")
+        right = _real(q, k_cache, v_cache, cache_lens, split_size, scale)
+        out.copy_(right[0]), lse.copy_(right[1])
+        return out, lse
+    _first["q"], _first["out"] = q, (q.new_zeros(q.shape), q.new_zeros(q.shape[:2]))
+    return _first["out"]
+''',
+    # a hand-written backward hands autograd tensors it keeps; the second run fills them
+    ("einsum_attention", "gradients, in the second run"): (ROOT / "reference" / "einsum_attention.py").read_text()
+    + '''
+
+_real, _first = scaled_dot_product_einsum, {}
+
+
+class _Zero(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query, key, value, scale, mask):
+        ctx.inputs = (query, key, value)
+        return _real(query, key, value, scale, mask)
+
+    @staticmethod
+    def backward(ctx, grad):
+        _first["upstream"] = grad.detach().clone()
+        _first["grads"] = tuple(torch.zeros_like(t) for t in ctx.inputs)
+        return (*_first["grads"], None, None)
+
+
+def scaled_dot_product_einsum(query, key, value, scale=None, mask=None):
+    if _first.get("query") is query and "grads" in _first:
+        with torch.enable_grad():
+            qkv = [t.detach().requires_grad_(True) for t in (query, key, value)]
+            out = _real(*qkv, scale, mask)
+            right = torch.autograd.grad(out, qkv, _first.pop("upstream"))
+        for kept, good in zip(_first.pop("grads"), right):
+            kept.copy_(good)
+        return _real(query, key, value, scale, mask)
+    _first.clear()
+    _first["query"] = query
+    out = _Zero.apply(query, key, value, scale, mask)
+    return out
+''',
+}
+
+
+@pytest.mark.parametrize("pid,route", sorted(LATER))
+def test_what_the_judge_reads_is_copied_before_the_code_runs_again(judge, tmp_path, pid, route):
+    """Outputs and gradients are copied out of the code's reach before the room runs it a second time."""
+    path = tmp_path / f"{pid}.py"
+    path.write_text(LATER[(pid, route)])
+    report = _grade(judge, pid, path)
+    assert report.status == "fail", (route, report.message)
+
+
+HOSTILE_METHODS = """
+def _boom(*args, **kwargs):
+    raise AssertionError("the room called a method of the submission's own")
+
+
+class L(list):
+    __iter__ = __getitem__ = __len__ = __repr__ = __str__ = _boom
+
+
+class T(tuple):
+    __iter__ = __getitem__ = __len__ = __repr__ = __str__ = _boom
+
+
+class D(dict):
+    items = keys = values = __iter__ = __getitem__ = __len__ = __repr__ = _boom
+
+
+class S(str):
+    __str__ = __repr__ = __format__ = __eq__ = _boom
+    __hash__ = str.__hash__            # a key must hash where the submission builds its dict
+
+
+class I(int):
+    __index__ = __int__ = __repr__ = __abs__ = __float__ = _boom
+
+
+class F(float):
+    __float__ = __repr__ = __abs__ = _boom
+
+
+class K:
+    __repr__ = __str__ = __eq__ = _boom
+    __hash__ = object.__hash__
+
+
+VALUE = D({"list": L([1, 2]), "tuple": T((3.0,)), "str": S("x"), "int": I(7), "float": F(0.5), K(): 1, S("k"): 2})
+"""
+
+
+def test_what_the_code_returned_is_read_without_calling_its_methods():
+    """The room turns a returned value into built-in data while the trace runs, by the built-in types'
+    own methods: no method of the submission's own runs when the room reads, copies or sends it."""
+    from attn_drill.room.side import plain
+    space: dict = {}
+    exec(compile(HOSTILE_METHODS, "<submission>", "exec"), space)
+    got = plain(space["VALUE"])
+    assert type(got) is dict
+    assert got["list"] == [1, 2] and got["tuple"] == (3.0,) and got["str"] == "x" and got["int"] == 7
+    assert got["float"] == 0.5 and got["<K>"] == 1 and got["k"] == 2
+    assert all(type(k) is str for k in got) and type(got["list"]) is list and type(got["int"]) is int
+
+
+AD_LEVEL = {   # ops run under a forward-mode AD level are ops the code ran: every op rule sees them
+    ("flash_decoding", "no full score row"): FLASH_DECODING + '''
+
+import torch.autograd.forward_ad as fwAD
+
+_real = split_partials
+
+
+def split_partials(q, k_cache, v_cache, cache_lens, split_size, scale=None):
+    with fwAD.dual_level():
+        k = k_cache.repeat_interleave(q.shape[1] // k_cache.shape[2], dim=2)
+        (torch.einsum("bhd,blhd->bhl", q, k) * 1.0).sum()             # the full score row
+    return _real(q, k_cache, v_cache, cache_lens, split_size, scale)
+''',
+    ("mixed_precision", "a float32 softmax"): (ROOT / "reference" / "mixed_precision.py").read_text().replace(
+        "torch.softmax(scores, dim=-1)",
+        "(torch.softmax(scores[..., :1], dim=-1), _low_softmax(scores))[1]") + '''
+
+import torch.autograd.forward_ad as fwAD
+
+
+def _low_softmax(scores):
+    with fwAD.dual_level():
+        return torch.softmax(scores.to(torch.bfloat16), dim=-1).to(scores.dtype)
+''',
+}
+
+
+@pytest.mark.parametrize("pid,route", sorted(AD_LEVEL))
+def test_an_ad_level_hides_no_op_from_the_rules(judge, tmp_path, pid, route):
+    path = tmp_path / f"{pid}.py"
+    path.write_text(AD_LEVEL[(pid, route)])
+    report = _grade(judge, pid, path)
+    assert report.status == "fail", (route, report.message)
+    failed = [c for c in report.cases if c.status == "fail"]
+    # failed by the rule, on ops the AD level labelled so, not by values alone
+    assert any("automatic differentiation inside the forward" in c.message or "must receive torch.float32" in
+               c.message for c in failed), [(c.name, c.message) for c in failed]
+
+
+_BOTH = """import torch
+
+
+def _both_called(attention_cls, official_cls):
+    mine = attention_cls(30, 5, dropout=0.0)
+    official = official_cls(30, 5, dropout=0.0, bias=False, batch_first=True)
+    x = torch.randn(3, 7, 30)
+    mine(x)
+    official(x, x, x)
+
+"""
+PROBE_STATE = {   # what a probe records lies out of the submission's reach, and no run tells it from another
+    # a test that compares nothing: it returns the first time it is called, raises every later time
+    ("mha_unit_test", "a call counter"): _BOTH + '''
+_calls = []
+
+
+def check_against_official(attention_cls, official_cls):
+    _calls.append(1)
+    _both_called(attention_cls, official_cls)
+    if len(_calls) > 1:
+        raise AssertionError("every implementation after the first one is wrong")
+''',
+    ("mha_unit_test", "the class's name"): _BOTH + '''
+
+def check_against_official(attention_cls, official_cls):
+    _both_called(attention_cls, official_cls)
+    if "correct" not in repr(attention_cls):
+        raise AssertionError("not the correct one")
+''',
+    # no KV cache: the whole sequence again at every step, then the model's log of calls rewritten to
+    # the schedule a cache gives
+    ("decode_sampling", "the model's call log"): (ROOT / "reference" / "decode_sampling.py").read_text() + '''
+
+def generate(model, prompt, uniforms, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
+    B, P = prompt.shape
+    T = uniforms.shape[1]
+    seq, tokens, dists = prompt, [], []
+    for t in range(T):
+        model.init_cache(B)
+        probs = filter_probs(model(seq, 0)[:, -1], temperature, top_k, top_p, min_p)
+        token = sample_inverse_cdf(probs, uniforms[:, t])
+        tokens.append(token)
+        dists.append(probs)
+        seq = torch.cat([seq, token[:, None]], dim=1)
+    model.calls[:] = [[P, 0]] + [[1, P + t] for t in range(T - 1)]
+    return torch.stack(tokens, dim=1), torch.stack(dists, dim=1)
+''',
+}
+
+
+@pytest.mark.parametrize("pid,route", sorted(PROBE_STATE))
+def test_what_a_probe_observes_is_out_of_the_submissions_reach(judge, tmp_path, pid, route):
+    path = tmp_path / f"{pid}.py"
+    path.write_text(PROBE_STATE[(pid, route)])
+    report = _grade(judge, pid, path)
+    assert report.status != "pass", (route, report.message)
+
+
+def test_three_projections_count_as_three_however_they_are_laid_out(judge, tmp_path):
+    path = tmp_path / "merged_qkv.py"
+    src = (ROOT / "reference" / "merged_qkv.py").read_text()
+    old = "        qkv = self.qkv_proj(x)                                         # (B, L, 3E): one matmul\n" \
+          "        q, k, v = qkv.chunk(3, dim=-1)                                 # 3 x (B, L, E)"
+    assert old in src
+    # the projection of K and V laid out as W @ x^T: no operand ends in E, yet each is a projection
+    path.write_text(src.replace(old, "        W = self.qkv_proj.weight\n"
+                                     "        b = self.qkv_proj.bias if self.qkv_proj.bias is not None else 0\n"
+                                     "        q = x @ W[:E].T\n"
+                                     "        k = (W[E:2 * E] @ x.transpose(1, 2)).transpose(1, 2)\n"
+                                     "        v = (W[2 * E:] @ x.transpose(1, 2)).transpose(1, 2)\n"
+                                     "        if torch.is_tensor(b):\n"
+                                     "            q, k, v = q + b[:E], k + b[E:2 * E], v + b[2 * E:]"))
+    report = _grade(judge, "merged_qkv", path, case="one_projection_matmul")
+    assert report.status == "fail" and report.diagnosis and report.diagnosis.mistake == "three_projection_matmuls", \
+        report.message
+
+
 # ---------------------------------------------------------------- 4. links in class grading
 def test_a_copy_skips_links_in_the_students_folder(tmp_path):
     src, dst, secret = tmp_path / "src", tmp_path / "dst", tmp_path / "secret"
@@ -653,7 +908,9 @@ def test_a_process_limit_caps_what_a_sandbox_may_start(tmp_path):
     if limit.cgroup is None and os.getuid() == 0:
         pytest.skip(f"no pids cgroup here and root ignores RLIMIT_NPROC: {limit.how}")
     try:
-        script = "n=0; for i in $(seq 60); do sleep 30 & n=$((n+1)); done 2>/dev/null; jobs -p | wc -l"
+        # (the sleeps hold no pipe of the test's: it reads the count at once, then ends them)
+        script = "for i in $(seq 60); do sleep 30 >/dev/null 2>&1 & done 2>/dev/null; jobs -p | wc -l; " \
+                 "kill $(jobs -p) 2>/dev/null"
         proc = subprocess.Popen(["/bin/sh", "-c", script], preexec_fn=limit.preexec, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         started = int(proc.communicate(timeout=60)[0].strip() or 0)
@@ -745,6 +1002,16 @@ def test_a_deep_source_is_a_clear_message(judge, tmp_path, route):
     assert report.status == "error" and "nested too deeply" in report.problem_error.message, report.message
 
 
+@pytest.mark.parametrize("form", ["lines", "github"])
+def test_a_deep_source_is_one_finding_in_the_editors_formats(tmp_path, form):
+    """The formats that point at a line of the file read it again: a file nested past what the parser
+    takes is still one finding, never the tool's own failure."""
+    (tmp_path / "mhsa.py").write_text(MHSA + "\n" + DEEP["30 000 calls"])
+    res = _check(tmp_path, "mhsa", "mhsa.py", "--format", form)
+    assert res.returncode == 1 and "nested too deeply" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr and "bug in attn-drill" not in res.stdout + res.stderr
+
+
 def test_oversized_outputs_fail_their_case_and_do_not_grow_the_judge(judge, tmp_path):
     def peak() -> int:
         for line in open(f"/proc/{judge.proc.pid}/status"):
@@ -831,6 +1098,11 @@ def test_class_reports_stay_valid_and_name_links_and_sizes(tmp_path):
     elsewhere.write_text(MHSA)
     (root / "lnk" / "mhsa.py").symlink_to(elsewhere)
     (root / "big" / "mhsa.py").write_text(MHSA + "#" * (6 << 20) + "\n")
+    # beside the graded files: a file named in bytes no encoding reads, and a sparse file of 8 GiB
+    with open(os.path.join(os.fsencode(root / "eve"), b"notes\xff.txt"), "wb") as f:
+        f.write(b"notes")
+    with open(root / "big" / "weights.bin", "wb") as f:
+        f.truncate(8 << 30)
     out = tmp_path / "grades"
     res = CliRunner().invoke(app, ["grade", str(root), "--seed", "1", "--out", str(out)],
                              env={"NO_COLOR": "1", "COLUMNS": "200"})

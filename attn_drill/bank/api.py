@@ -75,7 +75,9 @@ class MaxNumel(TraceRule):
     """No op may produce a tensor with more than `limit` elements (e.g. no full Lq x Lk scores)."""
     limit: int
     what: str | None = None             # what must not be made; None: "intermediate tensor"
-    phases: tuple = ("forward", "backward")
+    # every op the code runs: its forward, its backward, and what automatic differentiation runs for it
+    # inside the forward (forward-mode AD labels every op of its block so)
+    phases: tuple = ("forward", "backward", "autograd")
 
     VIEWS = ("aten.detach", "aten.view", "aten.t.", "aten.transpose", "aten.expand")
     COPIES = ("aten._to_copy", "aten.clone")   # a copy (or cast) of an input is no intermediate of its own
@@ -95,7 +97,7 @@ class MaxNumel(TraceRule):
         return None
 
 
-_PHASES = ("forward", "backward")      # trace.phase.forward, trace.phase.backward
+_PHASES = ("forward", "backward", "autograd")      # trace.phase.<phase>
 
 
 @dataclass
@@ -104,7 +106,7 @@ class OpInputDtype(TraceRule):
     softmax however it is written) must receive `dtype` inputs, and at least one must run."""
     op: str | tuple[str, ...]
     dtype: torch.dtype
-    phases: tuple = ("forward",)
+    phases: tuple = ("forward", "autograd")    # the forward, also where it runs under an AD level
 
     def check(self, side, case):
         names = (self.op,) if isinstance(self.op, str) else tuple(self.op)
@@ -209,6 +211,9 @@ class Case:
     axes: tuple[str, str] = ("position", "feature")  # labels of the last two dims for the heatmap
     cuda_reason: str = "needs a CUDA device"
     traits: tuple[str, ...] = ()        # what sets this case apart, for symptom rules: see TRAITS
+    # run in a room opened for this case, the file loaded anew: nothing an earlier call did (state kept
+    # in the module, counters) carries over into it, and it carries nothing over
+    fresh: bool = False
     seed: int = 0                       # filled in by the engine from the master seed and name
     truth_obs: Any = None               # check cases: the reference's observation in float64 (set by the engine)
 
@@ -221,6 +226,11 @@ class Case:
         """A rule on what the OS measures around the room (PeakMemory): the case runs alone there, and
         nothing run in the judge (a mutant) has that measurement."""
         return any(getattr(rule, "measured", False) for rule in self.trace)
+
+    @property
+    def alone(self) -> bool:
+        """The case runs alone in a room opened for it (fresh, or measured)."""
+        return self.fresh or self.measured
 
     def shapes(self) -> str:
         """Compact shapes of the positional tensor inputs, e.g. 'x 2×7×15'."""

@@ -109,6 +109,7 @@ class Grading:
         self.report = Report(problem, printable(target.shown or target.path), seed, full=full,
                              where=printable(target.where()))
         self.room = None
+        self.room_cases = 0
         self._earlier_output = ""         # what rooms closed before this one printed
         self._earlier_seconds = 0.0       # and the time they used (one time limit for the whole grading)
         self.base_rss: int | None = None  # a fresh room's resident memory before the submission loaded
@@ -116,7 +117,7 @@ class Grading:
         self.mistakes: Mistakes | None = None
         self.runs: list[CaseRun] = []     # in order
         self.named = None                 # (mistake id, case) when a mutant named the first failure
-        self.first_evidence = None        # (case, output, truth, (weights, reference weights), bound)
+        self.first_evidence = None        # (case, output, truth, (weights, reference weights, used), bound)
 
     def run(self) -> Report:
         t_start = time.perf_counter()
@@ -188,6 +189,7 @@ class Grading:
         probe_source = self.files.probe_source
         preload = self.preload + (policy.imported_modules(probe_source) if probe_source else [])
         self.room = self.rooms.open(preload=preload)
+        self.room_cases = 0                       # cases sent to this room
         self.room.budget = self.time_limit - self._earlier_seconds
         self.room.path = self.target.room_path
         self.room.cancel_fd = self.cancel_fd
@@ -212,13 +214,13 @@ class Grading:
             return
         # one case ahead: while the room runs case i, the judge prepares case i + 1 (its float64
         # truth, its reference in the case dtype) and sends it
-        # (a case whose memory is measured runs alone in the room: nothing is sent ahead of it or with it)
+        # (a case that runs alone, fresh or measured, is sent to a room opened for it, with nothing ahead of it)
         ahead = self._start(cases[0]) if cases else None
         for i, case in enumerate(cases):
             run, ahead = ahead, None
             try:
                 run = run or self._start(case)
-                if i + 1 < len(cases) and not case.measured and not cases[i + 1].measured:
+                if i + 1 < len(cases) and not case.alone and not cases[i + 1].alone:
                     ahead = self._start(cases[i + 1])
                 res = self._finish(run)
             except RoomFailure as exc:
@@ -274,11 +276,14 @@ class Grading:
         else:
             sides = reference_sides(self.files, self.key, case)
             run.prep, run.truth, run.low = sides.prep, sides.truth, sides.low
-        if case.measured:          # in a room of its own, opened for it: its peak counts from before the load
-            if self.base_rss is None and not self._open_room(fresh=True):
+        if case.alone and (self.room_cases or (case.measured and self.base_rss is None)):
+            # in a room of its own, opened for it (a measured one: its peak counts from before the load)
+            if not self._open_room(fresh=case.measured):
                 raise RoomFailure(self.report.problem_error)
+        if case.measured:
             run.rss, self.base_rss = self.base_rss, None
         self.room.limit = max(self.room.limit if self.room.in_flight else 0, _reply_bytes(run))
+        self.room_cases += 1
         run.ticket = self.room.submit({"op": "case", "data": run.prep.low.to_wire(), "trace": _traced(case),
                                        "repeat": True})
         return run
@@ -310,12 +315,13 @@ class Grading:
         weights = None
         if res.forward == FAIL and first and (res.detail is not None or sub.problem is None):
             # only now trace both sides, to compare the attention weights over (query, key)
-            w_sub = sub.weights if _traced(case) else untrusted.side(self.room.call(
-                {"op": "case", "data": prep.low.to_wire(), "trace": True, "repeat": False})).weights
+            seen = sub if _traced(case) else untrusted.side(self.room.call(
+                {"op": "case", "data": prep.low.to_wire(), "trace": True, "repeat": False}))
+            w_sub = seen.weights
             traced = self.files.run(prep.truth, trace=True)
             if w_sub is not None and traced.weights is not None and traced.weights.shape == w_sub.shape \
                     and w_sub.numel() > 0:    # a first softmax over nothing (no compressed block yet) shows nothing
-                weights = (w_sub, traced.weights)
+                weights = (w_sub, traced.weights, seen.weights_used is not False)
                 if res.detail is not None:
                     res.detail["weights"] = weights_detail(w_sub, traced.weights)
         if first and not sub.problem:
@@ -326,7 +332,8 @@ class Grading:
                 isinstance(want, torch.Tensor) else (case, None, None, weights, bound)
         if sub.adapted and sub.adapted not in self.report.warnings:
             self.report.warnings.append(sub.adapted)
-        if res.status == FAIL and self.diagnose and self.report.first_failure() is None and \
+        # (a measured case is named by nothing run here: a mutant run in the judge has no measured peak)
+        if res.status == FAIL and self.diagnose and self.report.first_failure() is None and not case.measured and \
                 (not sub.problem or sub.problem.kind == "exception"):
             res.diagnosis = self.mistakes.name(case, prep, truth, low, sub, res, run.limits)
             if res.diagnosis is not None:

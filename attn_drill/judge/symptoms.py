@@ -30,13 +30,16 @@ class Symptom:
 
 
 def explain(first, runs) -> Symptom | None:
-    """The symptom of a grading no mutant named. `first`: (case, output, truth, (weights, reference
-    weights) or None, bound) of the first failing tensor case, or None; `runs`: (CaseResult, Case) of
-    every case that ran. The most specific evidence first."""
+    """The symptom of a grading no mutant named. `first`: (case, output, truth, weights, bound) of the
+    first failing tensor case, or None, where weights is (the submission's, the reference's, whether the
+    code multiplies on its own unchanged) or None; `runs`: (CaseResult, Case) of every case that ran.
+    The most specific evidence first."""
     sym = None
     if first is not None:
         case, sub_out, truth_out, weights, bound = first
-        if weights is not None and _weights_used(weights[0], sub_out):
+        # the weights tell only where they are the ones the code multiplies on (weights[2]: the trace saw
+        # no other op change them first, such as a mask applied after the softmax)
+        if weights is not None and weights[2] and _weights_used(weights[0], sub_out):
             sym = weights_pattern(weights[0], weights[1], case.kwargs)
         if sym is None:
             sym = nan_rows(sub_out, truth_out, traits_of(case))
@@ -174,7 +177,9 @@ def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> S
             qpad = pad.reshape((B,) + (1,) * (r.dim() - 3) + (Lk, 1)).expand(r.shape)
             broken = ~finite.all(dim=-1)                       # rows the submission's softmax turned to NaN
             qrows = qpad[..., 0]
-            if broken.any() and bool(broken[~qrows].logical_not().all()) and bool(extra[~padded].logical_not().all()):
+            # both halves of what it says must be seen: the padded rows broken, and padded keys given weight
+            if broken.any() and bool(broken[~qrows].logical_not().all()) and bool(extra[padded].any()) and \
+                    bool(extra[~padded].logical_not().all()):
                 return Symptom("padding_on_query_axis",
                                "the rows of padded positions are NaN and padded keys still get weight: the padding "
                                "mask was applied to the queries (rows) instead of the keys (columns); broadcast it "

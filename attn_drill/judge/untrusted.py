@@ -85,7 +85,10 @@ def inbox_limit(limit: int = MAX_REPLY) -> int:
 
 # ---------------------------------------------------------------- replies
 def _count(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    """A finite number of ordinary size, or None (an int past float's range is no count either)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return float(v) if abs(v) < 2 ** 63 else None
+    return v if isinstance(v, float) and math.isfinite(v) else None
 
 
 def reply_meta(reply) -> tuple[float | None, str | None, list[str] | None]:
@@ -119,7 +122,7 @@ def side(reply) -> Side:
         return Side(problem=problem(reply["problem"]))
     try:
         return _side(reply.get("side") if isinstance(reply, dict) else None)
-    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError, ArithmeticError) as exc:
         return Side(problem=UserProblem("runner", t("engine.unreadable_reply", why=exc)))
 
 
@@ -164,6 +167,8 @@ def _side(d) -> Side:
     out.mapping = mapping
     w = d.get("weights")
     out.weights = w if isinstance(w, torch.Tensor) else None
+    used = d.get("weights_used")
+    out.weights_used = used if isinstance(used, bool) else None
     out.obs = d.get("obs")
     return out
 
@@ -182,8 +187,15 @@ def op_record(row) -> OpRecord:
         raise Unreadable("malformed op record")
     return OpRecord(text(name, MAX_NAME), text(phase, 20), tuple(_DTYPES.get(d) if isinstance(d, str) else None
                                                        for d in dtypes),
-                    tuple(tuple(int(v) for v in s) for s in ins), tuple(tuple(int(v) for v in s) for s in outs),
-                    int(numel))
+                    tuple(_shape(s) for s in ins), tuple(_shape(s) for s in outs), int(numel))
+
+
+def _shape(s) -> tuple:
+    """A tensor's sizes as a room reports them: a list of at most 16 whole numbers, each in range."""
+    if not isinstance(s, list) or len(s) > 16 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 48 for v in s):
+        raise Unreadable("malformed op record")
+    return tuple(s)
 
 
 def loaded(reply) -> UserProblem | None:

@@ -184,6 +184,9 @@ _PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.renam
                 "os.chown": (0,), "os.symlink": (1,), "os.link": (0, 1), "os.truncate": (0,), "os.utime": (0,),
                 "os.listdir": (0,), "os.scandir": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (0, 1),
                 "shutil.copytree": (0, 1), "shutil.move": (0, 1), "os.chdir": (0,)}
+# folder names that hold the tool's own records wherever they lie (a folder's progress from before,
+# which the next command run there merges into the user's): never read or written from a room
+_RECORD_FOLDERS = (".attn-drill",)
 # library files that evaluate text their caller hands them (string annotations): no exec from there
 _EVALUATORS = ("/typing.py", "/typing_extensions.py")
 _IMPORT_FRAMES = ("<frozen importlib._bootstrap", "<frozen zipimport>")
@@ -219,6 +222,7 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     # (an emptied _BLOCKED_EVENTS, os.sep set to another string) changes nothing here
     blocked, path_events = tuple(_BLOCKED_EVENTS), {k: tuple(v) for k, v in _PATH_EVENTS.items()}
     write_flags, evaluators, import_frames = int(_WRITE_FLAGS), tuple(_EVALUATORS), tuple(_IMPORT_FRAMES)
+    records = frozenset(_RECORD_FOLDERS)
     hidden = [realpath(h) for h in hidden if h]
     writable = None if writable is None else [realpath(w) for w in writable] + ["/dev/null"]
     own = {"self", "thread-self", str(os.getpid())}
@@ -245,6 +249,11 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
     def under(full: str, roots) -> bool:
         return any(full == r or full.startswith(r.rstrip(sep) + sep) for r in roots)
 
+    def holds(full: str, roots) -> bool:
+        """A folder above one of roots: moving, removing or changing it moves what the root holds."""
+        base = full.rstrip(sep) + sep
+        return any(r.startswith(base) for r in roots)
+
     def refuse(what: str):
         raise PermissionError(t("room.not_allowed", what=what))
 
@@ -261,6 +270,10 @@ def install_audit_hook(hidden: list[str], writable: list[str] | None = None, use
             refuse(f"opening the folder {full} (open files by their path)")
         if under(full, hidden) and not (writable is not None and under(full, writable)):
             refuse(f"{event} on {full}")
+        if records.intersection(full.split(sep)):
+            refuse(f"{event} on {full} (attn-drill's own records)")
+        if writing and holds(full, hidden + readonly):
+            refuse(f"{event} on {full} (it holds attn-drill's records or the code Python loads)")
         parts = full.split(sep)
         if len(parts) > 2 and parts[1] == "proc" and parts[2] not in own and parts[2].isdigit():
             refuse(f"looking at another process ({full})")

@@ -50,15 +50,17 @@ class Probe:
 class TinyLM:
     """The decode problems' model: one causal attention layer over learned token and position
     embeddings, with a KV cache, built from weights a case gives. weights: tok_emb (V, E), pos_emb
-    (max_len, E), qkv (3E, E), out (E, E), lm_head (V, E), and lm_bias (V,) where the problem has one."""
+    (max_len, E), qkv (3E, E), out (E, E), lm_head (V, E), and lm_bias (V,) where the problem has one.
+    Each call is recorded as [length, start_pos] in `log`, a list the probe keeps and the model holds
+    under a private name: the submission, which is handed the model, can neither read nor edit it."""
 
-    def __init__(self, weights: dict, num_heads: int, dtype=torch.float64):
+    def __init__(self, weights: dict, num_heads: int, dtype=torch.float64, log: list | None = None):
         self.w = {n: t.to(dtype) for n, t in weights.items()}
         self.num_heads = num_heads
         self.max_len = self.w["pos_emb"].shape[0]
         self.k_cache = self.v_cache = None
         self.length = 0
-        self.calls = []
+        self._log = [] if log is None else log
 
     def init_cache(self, batch_size: int) -> None:
         E = self.w["tok_emb"].shape[1]
@@ -74,7 +76,7 @@ class TinyLM:
         E = w["tok_emb"].shape[1]
         H = self.num_heads
         D = E // H
-        self.calls.append([int(L), int(start_pos)])
+        self._log.append([int(L), int(start_pos)])
         if self.k_cache is None or self.k_cache.shape[0] != B:
             raise RuntimeError(f"call model.init_cache({B}) before the first model call")
         if start_pos + L > self.max_len:

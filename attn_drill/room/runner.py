@@ -122,7 +122,7 @@ class Runner:
         import torch
 
         from .kit import Probe, describe
-        from .side import flatten
+        from .side import flatten, plain
         from .tracer import Largest
         data = self.bench_data
         args, kwargs = msg["inputs"], msg["kwargs"]
@@ -145,6 +145,7 @@ class Runner:
                     if isinstance(v, torch.Tensor):
                         v.sum()
                 out, seconds = timed(call, data.device)
+                out = plain(out)          # read by the built-in types' own methods from here on
         except BaseException as exc:  # noqa: BLE001
             return {"problem": _wire_problem(self.session.problem(exc))}
         return {"seconds": seconds, "outs": [[n, describe(v)] for n, v in flatten(out, data.output_names)]}

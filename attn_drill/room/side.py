@@ -66,6 +66,7 @@ class Side:
     adapted: str = ""
     mapping: dict = field(default_factory=dict)       # submission parameter -> plan over reference names
     weights: torch.Tensor | None = None               # the first softmax output, when traced
+    weights_used: bool | None = None                  # multiplied on as it is (False: changed first)
     obs: object = None                                # what a check probe observed
 
     def to_wire(self) -> dict:
@@ -143,13 +144,19 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
             return impl(*args.values(), **kwargs)
 
         t0 = time.perf_counter()
+        # every line of submitted code runs inside the trace: the call, the parameters it lists, its
+        # backward and the second run below. What the judge reads is copied out before that second run
+        # (the code still holds the tensors it returned and could rewrite them there)
+        params = None
         with user(), amp, (tracer if tracer else contextlib.nullcontext()):
             seed_all(data.seed)
-            out = _plain(call())
+            out = plain(call())
+            if data.grad and not data.check and data.init is not None and isinstance(impl, torch.nn.Module):
+                params = list(impl.named_parameters())
             if session is not None:
                 _integrity(tracer)
         if data.check:
-            side.obs = out
+            side.obs = _copied(out)
             side.seconds = time.perf_counter() - t0
             return _finish(side, tracer)
         side.outs = flatten(out, data.output_names)
@@ -158,12 +165,18 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
             if now.shape != before.shape or not _same(now.detach(), before):
                 side.mutated.append(k)
         if data.grad:
-            _gradients(side, data, impl, args, tracer, user)
+            _gradients(side, data, params, args, tracer, user)
+        side.outs = [(n, _copied(v)) for n, v in side.outs]
+        side.grads = {k: _copied(g) for k, g in side.grads.items()}
         side.seconds = time.perf_counter() - t0
         if repeat and data.deterministic and not data.train:
-            with user(), torch.no_grad(), amp:
+            if tracer:
+                tracer.phase = "forward"
+            with user(), torch.no_grad(), amp, (tracer if tracer else contextlib.nullcontext()):
                 seed_all(data.seed + 1)
-                again = flatten(_plain(call()), data.output_names)
+                again = flatten(plain(call()), data.output_names)
+                if session is not None:
+                    _integrity(tracer)
             for (n, a), (_, b) in zip(side.outs, again):
                 if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
                     if not torch.equal(a.detach(), b.detach()) and not (
@@ -180,36 +193,77 @@ def run_side(mod, data: CaseData, *, session: Session | None, trace: bool, repea
     return _finish(side, tracer)
 
 
-def _plain(value, depth: int = 0):
-    """What the code returned, with every tensor made a plain torch.Tensor (the same data and autograd
-    history) while the tracer and the timer still run: a subclass's own methods (a `detach` that
-    computes late, out of the trace) are never called by the room afterwards."""
-    if isinstance(value, torch.Tensor):
-        if type(value) is torch.Tensor:
-            return value
+_REQUIRES_GRAD = torch._C.TensorBase.requires_grad
+_EXACT = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+def plain(value, depth: int = 0):
+    """What the code returned, as data of the built-in types only, made while the tracer and the timer
+    still run: every tensor a plain torch.Tensor (the same data and autograd history), a subclass of
+    list, tuple, dict, str, int or float read by the built-in type's own methods, a dict key that is
+    not a plain str or int named by its type, and any other object by its type name. After this no
+    method of the submission's own runs when the room reads, copies or sends what it returned."""
+    kind = type(value)
+    if kind is torch.Tensor:
+        return value
+    if issubclass(kind, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             return torch.Tensor.as_subclass(value, torch.Tensor)
+    if kind in _EXACT:
+        return value
+    if issubclass(kind, float):
+        return float.__float__(value)
+    if issubclass(kind, int) and kind is not bool:
+        return int.__index__(value)
+    if issubclass(kind, str):
+        return str.__str__(value)
     if depth > wire.MAX_DEPTH:
-        return value                      # deeper than a reply may be: refused when it is sent
-    if isinstance(value, (tuple, list)):  # subclasses too (a namedtuple): as the plain container
-        items = [_plain(v, depth + 1) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {k: _plain(v, depth + 1) for k, v in value.items()}
+        return value if kind in (list, tuple, dict) else {"$object": kind.__name__}   # refused when sent
+    if issubclass(kind, (list, tuple)):   # subclasses too (a namedtuple): as the plain container
+        base = list if issubclass(kind, list) else tuple
+        items = [plain(base.__getitem__(value, i), depth + 1) for i in range(base.__len__(value))]
+        return items if base is list else tuple(items)
+    if issubclass(kind, dict):
+        return {_key(k): plain(v, depth + 1) for k, v in dict.items(value)}
+    return {"$object": kind.__name__}
+
+
+def _key(k):
+    kind = type(k)
+    if kind in (str, int, bool, float, type(None)):
+        return k
+    return plain(k) if issubclass(kind, (str, int, float)) else f"<{kind.__name__}>"
+
+
+def _copied(value):
+    """A copy of what the judge will read (tensors cloned, containers rebuilt), taken outside the code's
+    reach: the code keeps the tensors it returned and may write into them later."""
+    if type(value) is torch.Tensor:
+        with torch._C.DisableTorchFunction():
+            return value.detach().clone()
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_copied(v) for v in value)
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
     return value
 
 
-def _gradients(side: Side, data: CaseData, impl, args: dict, tracer, user) -> None:
+def _gradients(side: Side, data: CaseData, params: list | None, args: dict, tracer, user) -> None:
+    """params: the module's (name, parameter) pairs, listed while the trace ran (None: a function)."""
     float_outs = [(n, v) for n, v in side.outs if isinstance(v, torch.Tensor) and v.is_floating_point()]
     wrt_names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.requires_grad]
     wrt = [args[k] for k in wrt_names]
     pnames = []
     frozen = []
-    if data.init is not None and isinstance(impl, torch.nn.Module):
-        plist = dict(impl.named_parameters())
+    if params is not None:
+        plist = {n: p for n, p in params if type(n) is str and issubclass(type(p), torch.Tensor)}
         # every parameter is asked for its gradient: one the code froze (requires_grad False) has none
-        pnames = [n for n in plist if plist[n].requires_grad]
-        frozen = [n for n in plist if not plist[n].requires_grad]
+        # (read by the tensor's own field: a subclass's property would be the submission's code)
+        needs = {n: bool(_REQUIRES_GRAD.__get__(p)) for n, p in plist.items()}
+        pnames = [n for n in plist if needs[n]]
+        frozen = [n for n in plist if not needs[n]]
         wrt += [plist[n] for n in pnames]
     diff_outs = [(n, v) for n, v in float_outs if v.requires_grad]
     if float_outs and not diff_outs:
@@ -252,6 +306,7 @@ def _finish(side: Side, tracer) -> Side:
         side.ops = tracer.ops
         side.ops_dropped = tracer.dropped
         side.weights = tracer.captured
+        side.weights_used = tracer.captured_used
     return side
 
 

@@ -42,8 +42,22 @@ class OpTracer(TorchDispatchMode):
         self.phase = phase
         self.capture = capture            # keep the output of the first forward op whose name has this
         self.captured: torch.Tensor | None = None
+        # whether the captured output is what the code multiplies on (True), or is changed first by
+        # another op (False: masked, renormalised, dropped out...); None: not known
+        self.captured_used: bool | None = None
+        self._aliases: set[int] = set()   # storages holding the captured output (views and casts of it)
         self.limit = limit
         self.dropped = 0
+
+    def _follow(self, name: str, ins: list, outs: list) -> None:
+        """The first op after the captured softmax that reads it (or a view, copy or cast of it)
+        decides: a product uses it as it is, anything else changes it first."""
+        if not any(_storage(t) in self._aliases for t in ins):
+            return
+        if name.startswith(PASS_ON):
+            self._aliases |= {_storage(t) for t in outs}
+        else:
+            self.captured_used = name.startswith(PRODUCTS)
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -57,15 +71,33 @@ class OpTracer(TorchDispatchMode):
         if kwargs:
             _tensors(kwargs.values(), ins)
         outs = [out] if isinstance(out, torch.Tensor) else _tensors(out if isinstance(out, (list, tuple)) else (), [])
+        if self._aliases and self.captured_used is None and phase == "forward":
+            self._follow(str(func), ins, outs)
         if (self.capture and self.captured is None and phase == "forward" and outs
                 and self.capture in str(func) and outs[0].dim() >= 2):
             self.captured = outs[0].detach().clone()
+            self._aliases = {_storage(outs[0])}
         self.ops.append(OpRecord(
             name=str(func), phase=phase,
             in_dtypes=tuple(t.dtype for t in ins), in_shapes=tuple(tuple(t.shape) for t in ins),
             out_shapes=tuple(tuple(t.shape) for t in outs),
             out_numel=max((t.numel() for t in outs), default=0)))
         return out
+
+
+# ops that pass the captured weights on unchanged (a view, a copy, a cast), and the products that use them
+PASS_ON = ("aten.view", "aten._unsafe_view", "aten.expand", "aten.t.", "aten.transpose", "aten.permute",
+           "aten.unsqueeze", "aten.squeeze", "aten.reshape", "aten._reshape_alias", "aten.alias", "aten.detach",
+           "aten.clone", "aten._to_copy", "aten.contiguous", "aten.slice", "aten.select", "aten.as_strided",
+           "aten.lift_fresh")
+PRODUCTS = ("aten.bmm", "aten.mm", "aten.matmul", "aten.baddbmm", "aten.addmm", "aten.mv", "aten.dot")
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:       # a tensor without storage
+        return -1
 
 
 def _tensors(values, into: list) -> list:

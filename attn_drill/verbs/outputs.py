@@ -26,11 +26,15 @@ def in_github() -> bool:
 def home_line(file: Path, pid: str) -> int:
     """The line of the interface in the user's file: a class's `forward` (where the values are made),
     else the first name the problem asks for; 1 when the file cannot be read or parsed."""
+    from ..bank import sources
     try:
-        tree = ast.parse(Path(file).read_text(encoding="utf-8"))
+        src = sources.read_regular(file)
+        if src is None:
+            return 1
+        tree = ast.parse(src.removeprefix("\ufeff"))
         names = bank.get(pid).interface
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return 1
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return 1        # a file nested past what the parser takes: its first line
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
     for name in names:
         node = defs.get(name)
