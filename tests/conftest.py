@@ -37,6 +37,24 @@ def fixture_bank(monkeypatch):
     bank.get.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def graded_class(tmp_path_factory):
+    """`grade` once over the 8-student fixture class (tests/fixtures/class), for every test that reads
+    what it wrote: (the CLI result, the output folder, the HTML page, a fingerprint of the class taken
+    before). The tests that use it run in one process (xdist group "fixture_class")."""
+    from typer.testing import CliRunner
+
+    from attn_drill.cli import app
+    from attn_drill.verbs.grade import _fingerprint
+    cls = FIXTURES / "class"
+    before = _fingerprint(cls)
+    out = tmp_path_factory.mktemp("class")
+    res = CliRunner().invoke(app, ["grade", str(cls), "--time-limit", "20", "--seed", "1", "--workers", "2",
+                                   "--out", str(out / "grades"), "--fail-under", "50", "--html",
+                                   str(out / "class.html")], env={"NO_COLOR": "1", "COLUMNS": "100"})
+    return res, out / "grades", out / "class.html", before
+
+
 @pytest.fixture
 def cli_env():
     return {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "dumb"}
@@ -50,9 +68,22 @@ def judge():
         yield client
 
 
+def pytest_addoption(parser):
+    parser.addoption("--sweep", action="store_true",
+                     help="also grade at the other seeds (the tests marked `sweep`): what the default run "
+                          "grades once, at one seed, graded again at more seeds (CI runs it)")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, the tests of one problem of the bank run in one process: the judge there keeps
-    what it computed for that problem's cases (the reference's sides, the mutants' sides)."""
+    """The default run grades each thing once: the tests marked `sweep` (the same thing at another
+    seed) run only with --sweep. Under xdist, the tests of one problem of the bank run in one process:
+    the judge there keeps what it computed for that problem's cases (the reference's sides, the
+    mutants' sides)."""
+    if not config.getoption("--sweep"):
+        kept = [item for item in items if item.get_closest_marker("sweep") is None]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("sweep")])
+            items[:] = kept
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         pid = params.get("pid")

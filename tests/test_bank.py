@@ -6,10 +6,12 @@
                                               mutant fails, is named as itself (never as another), and
                                               what the graders say about it comes in Chinese
   test_questions_are_sound[<id>]              the follow-up questions, their proofs run with the reference
-  test_full_cases_at_another_seed[<id>]       `verify <id> --full` at another seed: the reference passes,
-                                              every mutant fails there too and is named as itself
+  test_reference_passes_full_at_another_seed[<id>]   the reference passes every --full case at another seed
+  test_full_cases_at_another_seed[<id>]       (--sweep) `verify <id> --full` at another seed: the reference
+                                              passes, every mutant fails there too and is named as itself
 
-Each mutant is graded twice per run: once in full with the default cases, once fail-fast with --full.
+Each mutant is graded once per run, in full with the default cases; with --sweep (CI), once more,
+fail-fast with --full at another seed.
 `attn-drill verify` itself is tested on the fixture bank (test_cli).
 """
 from __future__ import annotations
@@ -87,6 +89,15 @@ def test_questions_are_sound(judge, pid):
     assert judge.check_questions(pid) == []
 
 
+@pytest.mark.parametrize("pid", IDS)
+def test_reference_passes_full_at_another_seed(judge, folder, pid):
+    path = _write(folder, f"ref_full_{pid}.py", sources.read(bank.reference_path(pid)))
+    r = judge.grade(pid, path, OTHER_SEED, full=True, time_limit=rules.time_limit(bank.get(pid), True))
+    first = r.first_failure()
+    assert r.status == "pass", f"{r.message} {first.name + ': ' + first.message if first else ''}"
+
+
+@pytest.mark.sweep
 @pytest.mark.parametrize("pid", IDS)
 def test_full_cases_at_another_seed(judge, tmp_path, pid):
     row = verify_one(pid, judge, OTHER_SEED, True, tmp_path)

@@ -132,3 +132,12 @@ def test_every_relative_import_names_a_module():
                 if mod not in MODULES:
                     wrong.append(f"{name}:{node.lineno}: {mod}")
     assert not wrong, wrong
+
+
+@pytest.mark.xdist_group("layout")
+def test_the_suites_process_groups_are_honoured(request):
+    """The tests of one problem share a process (conftest.py: its judge keeps that problem's work), and
+    the tests of the graded fixture class one grading: both rest on pytest-xdist seeing the groups."""
+    if not hasattr(request.config, "workerinput") or not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not run under pytest-xdist --dist loadgroup")
+    assert request.node.nodeid.endswith("@layout"), request.node.nodeid

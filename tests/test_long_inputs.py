@@ -12,6 +12,8 @@ import pytest
 from attn_drill import bank
 from attn_drill.bank import sources
 
+# zeros from 64 up fail only if some default case reaches 64; zeros from 12 up then fail too (a case of
+# 64 is one of 12), so one grading at the larger threshold proves both
 THRESHOLDS = (12, 64)
 
 WRAPPER = '''
@@ -68,8 +70,8 @@ def cheat_source(pid: str, limit: int) -> str:
 
 @pytest.mark.parametrize("pid", [p for p in bank.ids() if p not in NOT_TENSORS])
 def test_right_only_on_short_inputs_fails(judge, pid, tmp_path):
-    for limit in THRESHOLDS:
-        path = tmp_path / f"{pid}.py"
-        path.write_text(cheat_source(pid, limit), encoding="utf-8")
-        r = judge.grade(pid, str(path), 0, time_limit=60)
-        assert r.status != "pass", f"zeros from size {limit} up pass every default case of {pid}"
+    limit = max(THRESHOLDS)
+    path = tmp_path / f"{pid}.py"
+    path.write_text(cheat_source(pid, limit), encoding="utf-8")
+    r = judge.grade(pid, str(path), 0, fail_fast=True, diagnose=False, time_limit=60)
+    assert r.status != "pass", f"zeros from size {limit} up pass every default case of {pid}"

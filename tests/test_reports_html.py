@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from attn_drill.cli import app
 from attn_drill.render import html
 from attn_drill.results import CaseResult, Diagnosis, Frame, Report, UserProblem
 from attn_drill.verbs import check
@@ -103,18 +102,17 @@ def test_a_class_page_escapes_student_names_and_messages():
     assert tags(hostile) == tags(plain)
 
 
-@pytest.fixture(scope="module")
-def class_page(tmp_path_factory):
-    """`grade --html` on the 8-student fixture class."""
-    out = tmp_path_factory.mktemp("class")
-    res = runner.invoke(app, ["grade", str(CLASS), "--time-limit", "20", "--seed", "1", "--workers", "2",
-                              "--out", str(out / "grades"), "--html", str(out / "class.html")], env=ENV)
-    assert res.exit_code == 0, res.output
+@pytest.fixture
+def class_page(graded_class):
+    """`grade --html` on the 8-student fixture class (graded once for the session, conftest.py)."""
+    res, _, page, _ = graded_class
+    assert res.exit_code == 1 and "under --fail-under 50" in res.output, res.output   # 1 of 8 pass
     assert "HTML report:" in res.output
-    return out / "class.html"
+    return page
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("fixture_class")
 def test_the_class_page(class_page):
     page = class_page.read_text()
     assert len(page.encode()) <= 2 * 1024 * 1024
@@ -169,6 +167,7 @@ def test_a_check_page_in_a_browser(browser, pages, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("fixture_class")
 def test_the_class_page_in_a_browser_on_a_phone(browser, class_page, tmp_path):
     page = browser.open(class_page, 390, 844, mobile=True)
     assert page.errors == [], page.errors
