@@ -17,6 +17,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "report.seconds": ("{s} s", "{s} 秒"),
     "report.all_passed.one": ("the case passed (outputs and gradients)", "这 1 个用例通过（输出和梯度都正确）"),
     "report.all_passed.many": ("all {n} cases passed (outputs and gradients)", "全部 {n} 个用例通过（输出和梯度都正确）"),
+    # a problem whose cases compare no gradient (a cache, a sampler, a figure): its outputs only
+    "report.all_passed_outputs.one": ("the case passed", "这 1 个用例通过"),
+    "report.all_passed_outputs.many": ("all {n} cases passed", "全部 {n} 个用例通过"),
     "report.nothing_ran": ("no case ran", "没有运行任何用例"),
     "report.skipped.one": ("1 more case needs CUDA: not run here", "另有 1 个用例需要 CUDA，这台机器上没有运行"),
     "report.skipped.many": ("{n} more cases need CUDA: not run here", "另有 {n} 个用例需要 CUDA，这台机器上没有运行"),

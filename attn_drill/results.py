@@ -126,6 +126,12 @@ class Report:
     def first_failure(self) -> CaseResult | None:
         return next((c for c in self.cases if c.status in (FAIL, ERROR)), None)
 
+    def passed_key(self) -> str:
+        """The message a pass is said with: with "(outputs and gradients)" only where a case compared a
+        gradient (a cache, a sampler or a figure has outputs alone)."""
+        return "report.all_passed" if any(c.gradient not in ("-", None, "") for c in self.cases) else \
+            "report.all_passed_outputs"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -42,8 +42,8 @@ def bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distanc
 VARIANTS = (
     ("linear_buckets", dict(linear=True), ("distances beyond the exact range must be spaced logarithmically",
                                            "超出精确区间的距离必须按对数间隔分桶")),
-    ("missing_clamp", dict(clamp=False), ("distances beyond max_distance must share the last bucket",
-                                          "超过 max_distance 的距离必须共用最后一个桶")),
+    ("missing_clamp", dict(clamp=False), ("distances at or beyond max_distance must share the last bucket",
+                                          "达到或超过 max_distance 的距离必须共用最后一个桶")),
     ("no_direction_offset", dict(direction=False),
      ("bidirectional: keys after the query must use the upper half of the buckets (+ num_buckets // 2)",
       "双向模式：query 之后的 key 必须使用上半部分的桶（+ num_buckets // 2）")),

@@ -40,7 +40,7 @@ def test_candidates_are_one_edit_of_the_reference_each(pid):
         ast.parse(c.source)
         assert catalogue.kind_of(c.id) is not None
         # a single-place candidate changes the lines of one node; the rest of the file is as written
-        if c.place.startswith("line ") and "_catalogue_tile" not in c.source:
+        if c.place.startswith("line ") and not any(name in c.source for name in catalogue.HELPERS):
             changed = [a for a, b in zip(ref.splitlines(), c.source.splitlines()) if a != b]
             assert len(ref.splitlines()) == len(c.source.splitlines()) and 1 <= len(changed) <= 3, c.place
 
@@ -130,3 +130,49 @@ def test_sizes_swapped_pairs_neighbours_and_one_extra_shifts_every_read():
     assert swapped == {"x = (q.view(H, B, G, D))", "x = (q.view(B, G, H, D))", "x = (q.view(B, H, D, G))"}
     extra = [c.source for c in got if c.id == "kind.one_extra"]
     assert len(extra) == 2 and all(s.count("start_pos + 1") == 2 or s.count("start_pos - 1") == 2 for s in extra)
+
+
+def _bodies(src: str, kind: str) -> set[str]:
+    """The last line of each candidate of `kind` made of `src` (its edited return)."""
+    return {c.source.strip().splitlines()[-1].strip() for c in catalogue.candidates(src)
+            if c.id == catalogue.PREFIX + kind}
+
+
+def test_an_order_written_as_unequal_and_one_of_two_conditions_dropped():
+    assert "return (j != i)" in _bodies("def past(i, j):\n    return j < i\n", "order_as_unequal")
+    both = _bodies("def window(d, w):\n    return (d >= 0) & (d < w)\n", "condition_dropped")
+    assert {"return (d >= 0)", "return (d < w)"} <= both, both
+
+
+def test_a_running_maximum_two_steps_and_a_branch_each_the_other_way():
+    assert "return (s)" in _bodies("def f(m, s):\n    return torch.maximum(m, s)\n", "maximum_dropped")
+    assert "return (self.b(self.a(x)))" in _bodies("def f(self, x):\n    return self.a(self.b(x))\n",
+                                                   "steps_swapped")
+    assert "return (b if c else a)" in _bodies("def f(a, b, c):\n    return a if c else b\n", "condition_inverted")
+
+
+def test_a_fused_projection_read_per_head_uses_the_heads_in_scope():
+    src = "def f(self, x):\n    H = self.num_heads\n    return self.qkv(x).chunk(3, dim=-1)\n"
+    cands = [c for c in catalogue.candidates(src) if c.id == "kind.per_head"]
+    assert cands and all(c.source.startswith(catalogue.HELPERS["_catalogue_per_head"]) for c in cands)
+    assert any("_catalogue_per_head(self.qkv(x), H).chunk(3, dim=-1)" in c.source for c in cands)
+    split_by_sizes = "def f(self, x, E, G):\n    H = self.num_heads\n    return x.split([E, G, G], dim=-1)\n"
+    assert not [c for c in catalogue.candidates(split_by_sizes) if c.id == "kind.per_head"]   # GQA's unequal parts
+
+
+def test_a_state_write_a_ragged_block_and_an_input_changed_in_place():
+    src = ("class M:\n    def merge(self, w, n, c):\n        self.merged = True\n"
+           "        for i in range(0, n, c):\n            w = w.add(i)\n        return w\n")
+    cands = catalogue.candidates(src)
+    assert any(c.id == "kind.write_missing" and "self.merged = True" not in c.source for c in cands)
+    assert any(c.id == "kind.rounding_direction" and "range(0, n - n % c, c)" in c.source for c in cands)
+    assert any(c.id == "kind.in_place" and "w.add_(i)" in c.source for c in cands)
+    init = "class M:\n    def __init__(self):\n        self.merged = False\n"
+    assert not [c for c in catalogue.candidates(init) if c.id == "kind.write_missing"]    # a constructor's own state
+
+
+def test_the_off_by_one_kinds_are_one_family_with_words_of_their_own():
+    fam = catalogue.FAMILIES["off_by_one"]
+    assert set(catalogue.OFF_BY_ONE) <= {k.id for k in catalogue.KINDS}
+    assert catalogue.kind_of("kind.off_by_one") is fam and fam.title.en and fam.title.zh
+    assert all(catalogue.FAMILY_OF[k] == "off_by_one" for k in catalogue.OFF_BY_ONE)

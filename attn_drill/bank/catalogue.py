@@ -22,7 +22,8 @@ from .spec import Text
 PREFIX = "kind."          # a candidate's mistake id: kind.<kind id> (its place is not shown to users)
 MAX_LIKE_PLACES = 6       # the most places of one form edited together in one candidate
 
-# The helper a candidate may call (GQA tiling): defined at the top of a candidate's source.
+# The helpers a candidate may call (GQA tiling, a fused projection read per head): defined at the top
+# of a candidate's source when it calls them.
 _TILE = '''
 def _catalogue_tile(x, repeats, dim=None, **kwargs):
     """x.repeat (the whole tensor tiled) where repeat_interleave (each slice repeated) was meant."""
@@ -31,6 +32,12 @@ def _catalogue_tile(x, repeats, dim=None, **kwargs):
     reps = [1] * x.dim()
     reps[dim % x.dim()] = repeats
     return x.repeat(*reps)
+'''
+_PER_HEAD = '''
+def _catalogue_per_head(x, heads, parts=3):
+    """[q | k | v] laid out as three blocks, read per head instead ([q_h k_h v_h] for each head h)."""
+    *lead, n = x.shape
+    return x.reshape(*lead, heads, parts, n // (parts * heads)).transpose(-3, -2).reshape(*lead, n)
 '''
 
 
@@ -172,12 +179,38 @@ def _argument_ignored(node, sizes=()):
     yield edit
 
 
+def _heads_of(fn) -> list[str]:
+    """The head counts a function reads: H, Hq, num_heads, self.n_heads (the query heads first)."""
+    out = []
+    for n in ast.walk(fn):
+        text = n.id if isinstance(n, ast.Name) else ast.unparse(n) if isinstance(n, ast.Attribute) else None
+        last = text.split(".")[-1] if text else ""
+        if text and text not in out and (last in ("H", "Hq", "nh") or ("head" in last and "dim" not in last
+                                                                        and "kv" not in last and "size" not in last)):
+            out.append(text)
+    return out
+
+
 def _mark_defaults(tree: ast.Module) -> None:
     """Marks each read of a parameter that has a default with that default (for _argument_ignored),
-    and each read of a name with how many reads of it its function has (_one_extra)."""
+    each read of a name with how many reads of it its function has (_one_extra), and each node of a
+    function with the head counts it reads (_per_head)."""
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
+        if fn.name != "__init__":
+            for n in ast.walk(fn):
+                target = n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else \
+                    n.target if isinstance(n, ast.AugAssign) else None
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
+                        target.value.id == "self":
+                    n._attn_drill_state = True
+        heads = _heads_of(fn)
+        params = {x.arg for x in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} - {"self"}
+        for n in ast.walk(fn):
+            n._attn_drill_heads = heads
+            if isinstance(n, ast.Name) and n.id in params:
+                n._attn_drill_param = True
         loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
         for n in loads:
             n._attn_drill_reads = sum(r.id == n.id for r in loads)
@@ -239,6 +272,8 @@ def _mask_inverted(node, sizes=()):
 def _condition_inverted(node, sizes=()):
     if _call(node, "where") and not _is_method(node) and len(node.args) == 3 and not node.keywords:
         yield lambda: ast.Call(node.func, [node.args[0], node.args[2], node.args[1]], [])
+    if isinstance(node, ast.IfExp):      # a if c else b -> b if c else a (rsLoRA's alpha/sqrt(r) when off)
+        yield lambda: ast.IfExp(node.test, node.orelse, node.body)
 
 
 def _diagonal_off_by_one(node, sizes=()):
@@ -477,6 +512,9 @@ def _rounding_direction(node, sizes=()):
             and isinstance(node.func.value.op, (ast.Mult, ast.Div)):   # (x * n).long() truncates: rounded instead
         rounded = ast.Call(ast.Attribute(node.func.value, "round", ast.Load()), [], [])
         yield lambda: ast.Call(ast.Attribute(rounded, node.func.attr, ast.Load()), [], [])
+    if _call(node, "range") and len(node.args) == 3 and _num(node.args[0]) == 0 and _num(node.args[2]) != 1:
+        n, c = node.args[1], node.args[2]         # range(0, n, c) -> range(0, n - n % c, c): whole blocks only
+        yield lambda: ast.Call(node.func, [node.args[0], ast.BinOp(n, ast.Sub(), ast.BinOp(n, ast.Mod(), c)), c], [])
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.left, ast.BinOp) and \
             isinstance(node.left.op, ast.Sub) and _num(node.left.right) == 1 and \
             isinstance(node.left.left, ast.BinOp) and isinstance(node.left.left.op, ast.Add) and \
@@ -699,6 +737,38 @@ def _sizes_swapped(node, sizes=()):
         yield swap
 
 
+def _sizes_swapped_reduced(node, sizes=()):
+    """p.reshape(B, Hkv, G, T).sum(dim=2) -> p.reshape(B, G, Hkv, T).sum(dim=1): two sizes given in
+    the other order, and the reduction following its size (the query groups summed over the wrong heads)."""
+    if not (_call(node, *_REDUCTIONS) and _is_method(node)):
+        return
+    rs = node.func.value
+    if not (_call(rs, "view", "reshape") and _is_method(rs)) or any(isinstance(a, ast.Starred) for a in rs.args):
+        return
+    args = rs.args[0].elts if len(rs.args) == 1 and isinstance(rs.args[0], ast.Tuple) else rs.args
+    value, _ = _arg(node, 0, "dim")
+    d = _num(value) if value is not None else None
+    if not isinstance(d, int):
+        return
+    d = d if d >= 0 else len(args) + d
+    for i in (d - 1, d):
+        if i < 0 or i + 1 >= len(args) or _num(args[i]) is not None or _num(args[i + 1]) is not None or \
+                ast.unparse(args[i]) == ast.unparse(args[i + 1]):
+            continue
+
+        def edit(i=i):
+            new = list(args)
+            new[i], new[i + 1] = new[i + 1], new[i]
+            shape = [ast.Tuple(new, ast.Load())] if args is not rs.args else new
+            moved = i if d == i + 1 else i + 1
+            reshaped = ast.Call(ast.Attribute(rs.func.value, rs.func.attr, ast.Load()), shape, rs.keywords)
+            keywords = [k for k in node.keywords if k.arg != "dim"]
+            given = [ast.keyword("dim", _const(moved))] if any(k.arg == "dim" for k in node.keywords) else []
+            pos = [_const(moved), *node.args[1:]] if node.args else []
+            return ast.Call(ast.Attribute(reshaped, node.func.attr, ast.Load()), pos, keywords + given)
+        yield edit
+
+
 def _order_reversed(node, sizes=()):
     """for i in range(n) -> reversed(range(n)) in a comprehension, torch.arange(n) -> .flip(0): a
     sequence (the heads' slopes, positions) counted from the other end."""
@@ -745,18 +815,19 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "cumsum
 
 
 def _reduce_axis(node, sizes=()):
-    """x.sum(-1) -> x.sum(-2) (and the reverse): a sum, mean, max or cumsum over the other of the last
-    two axes. (softmax has its own kind.)"""
+    """x.sum(-1) -> x.sum(-2) (and the reverse), x.sum(dim=2) -> dim=1 or 3: a sum, mean, max or cumsum
+    over a neighbouring axis. (softmax has its own kind.)"""
     if _call(node, *_REDUCTIONS):
         pos = 0 if _is_method(node) else 1
         value, put = _arg(node, pos, "dim")
-        if value is not None and _num(value) in (-1, -2):
-            new = -2 if _num(value) == -1 else -1
-
-            def edit(put=put, new=new):
-                put(_const(new))
-                return node
-            yield edit
+        d = _num(value) if value is not None else None
+        if isinstance(d, int):
+            # the other of the last two axes (-1 <-> -2), or a written axis's neighbour (dim=2 -> 1 or 3)
+            for new in ([-2 if d == -1 else -1] if d in (-1, -2) else [x for x in (d - 1, d + 1) if x >= 0]):
+                def edit(put=put, new=new):
+                    put(_const(new))
+                    return node
+                yield edit
 
 
 def _keepdim_missing(node, sizes=()):
@@ -843,9 +914,12 @@ def _term_missing(node, sizes=()):
 
 
 def _write_missing(node, sizes=()):
-    """cache[:, :, start:end] = k -> nothing: a write into a buffer (a KV cache, an output slot) left
-    out, so what is read there later is stale."""
+    """cache[:, :, start:end] = k -> nothing, self.merged = True -> nothing: a write into a buffer (a KV
+    cache, an output slot) or into a state the object keeps (a flag, a length) left out, so what is
+    read there later is stale."""
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        yield lambda: ast.Pass()
+    if isinstance(node, (ast.Assign, ast.AugAssign)) and getattr(node, "_attn_drill_state", False):
         yield lambda: ast.Pass()
 
 
@@ -900,6 +974,134 @@ def _log_base(node, sizes=()):
             not (isinstance(node.func.value, ast.Name) and node.func.value.id == "math"):
         yield lambda: ast.Call(ast.Attribute(node.func.value, _BASE[node.func.attr], ast.Load()),
                                node.args, node.keywords)
+
+
+def _per_head(node, sizes=()):
+    """qkv.chunk(3, dim=-1) -> per_head(qkv, H).chunk(3, dim=-1): a fused projection laid out as three
+    blocks [q | k | v] read head by head instead ([q_h k_h v_h] for each head)."""
+    heads = getattr(node, "_attn_drill_heads", ())
+    if not heads or not (_call(node, "chunk", "split") and _is_method(node) and node.args):
+        return
+    n = node.args[0]
+    if _name(node.func) == "chunk" and _num(n) != 3:
+        return
+    if _name(node.func) == "split" and (_num(n) is not None or isinstance(n, (ast.List, ast.Tuple))):
+        return      # split by a size (E): three equal parts; by a list of sizes (GQA): not per head
+    value, _ = _arg(node, 1, "dim")
+    if value is None or _num(value) != -1:
+        return
+    for h in heads[:2]:
+        def edit(h=h):
+            mixed = ast.Call(ast.Name("_catalogue_per_head", ast.Load()),
+                             [node.func.value, ast.parse(h, mode="eval").body], [])
+            return ast.Call(ast.Attribute(mixed, node.func.attr, ast.Load()), node.args, node.keywords)
+        yield edit
+
+
+def _cast_back_missing(node, sizes=()):
+    """x.to(q.dtype) -> x, x.type_as(q) -> x: a result left in the dtype it was computed in (float32)
+    where it is cast back to the input's."""
+    if _call(node, "to") and _is_method(node) and len(node.args) == 1 and not node.keywords and \
+            isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "dtype":
+        edit = (lambda: node.func.value)
+        edit.__name__ = "cast_back"
+        yield edit
+    if _call(node, "type_as") and _is_method(node) and len(node.args) == 1:
+        edit = (lambda: node.func.value)
+        edit.__name__ = "cast_back"
+        yield edit
+
+
+def _maximum_dropped(node, sizes=()):
+    """torch.maximum(m, s.amax(-1)) -> s.amax(-1): a running maximum (or minimum) that forgets what it
+    held: each step's own maximum taken alone."""
+    if _call(node, "maximum", "minimum", "fmax", "fmin") and not _is_method(node) and len(node.args) == 2:
+        yield lambda: node.args[1]
+        yield lambda: node.args[0]
+
+
+def _condition_dropped(node, sizes=()):
+    """a & b -> b (or a): one of two conditions a mask needs left out (a window without its causal
+    half, a mask without its padding)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        yield lambda: node.left
+        yield lambda: node.right
+    if _call(node, "logical_and") and len(node.args) == 2 and not _is_method(node):
+        yield lambda: node.args[0]
+        yield lambda: node.args[1]
+
+
+def _order_as_unequal(node, sizes=()):
+    """j < i -> j != i: an order written as inequality, so what comes after is let in as well (a
+    future block, a later key)."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.Gt)):
+        yield lambda: ast.Compare(node.left, [ast.NotEq()], node.comparators)
+
+
+def _steps_swapped(node, sizes=()):
+    """self.a(self.b(x)) -> self.b(self.a(x)): two steps applied in the other order (dropout after the
+    projection instead of before it, a norm after the rotation)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords):
+        return
+    inner = node.args[0]
+    if not (isinstance(inner, ast.Call) and len(inner.args) == 1 and not inner.keywords):
+        return
+    outer_f, inner_f = node.func, inner.func
+    simple = lambda f: isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                                                    and f.value.id == "self")
+    if simple(outer_f) and simple(inner_f) and ast.unparse(outer_f) != ast.unparse(inner_f) and \
+            not _call(node, *_ACTS, "float", "int", "len", "list", "tuple", "abs", "sum", "max", "min", "range"):
+        yield lambda: ast.Call(inner_f, [ast.Call(outer_f, [inner.args[0]], [])], [])
+
+
+def _in_place(node, sizes=()):
+    """x.masked_fill(m, v) -> x.masked_fill_(m, v) on an input the function is given: the caller's
+    tensor changed in place."""
+    if _call(node, "masked_fill", "add", "sub", "mul", "div", "clamp", "fill_diagonal") and _is_method(node) and \
+            isinstance(node.func.value, ast.Name) and getattr(node.func.value, "_attn_drill_param", False):
+        yield lambda: ast.Call(ast.Attribute(node.func.value, node.func.attr + "_", ast.Load()), node.args,
+                               node.keywords)
+
+
+def _pairs_counted_once(node, sizes=()):
+    """torch.arange(0, d, 2) -> torch.arange(d // 2): the even indices 0, 2, 4... counted 0, 1, 2... (a
+    RoPE frequency exponent of i / d where 2i / d is meant)."""
+    if _call(node, "arange") and not _is_method(node) and len(node.args) == 3 and _num(node.args[0]) == 0 and \
+            _num(node.args[2]) == 2:
+        yield lambda: ast.Call(node.func, [ast.BinOp(node.args[1], ast.FloorDiv(), ast.Constant(2))], node.keywords)
+
+
+def _norm_centred(node, sizes=()):
+    """x.pow(2).mean(-1, keepdim=True) -> (x - x.mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True):
+    the mean square taken about the mean (a variance, as LayerNorm does) where RMSNorm takes it about 0."""
+    if not (_call(node, "mean") and _is_method(node)):
+        return
+    sq, x, again = node.func.value, None, None
+    if _call(sq, "pow") and _is_method(sq) and sq.args and _num(sq.args[0]) == 2:
+        x, again = sq.func.value, (lambda c: ast.Call(ast.Attribute(c, "pow", ast.Load()), sq.args, sq.keywords))
+    elif isinstance(sq, ast.BinOp) and isinstance(sq.op, ast.Pow) and _num(sq.right) == 2:
+        x, again = sq.left, (lambda c: ast.BinOp(c, ast.Pow(), sq.right))
+    elif _call(sq, "square") and _is_method(sq) and not sq.args:
+        x, again = sq.func.value, (lambda c: ast.Call(ast.Attribute(c, "square", ast.Load()), [], []))
+    elif isinstance(sq, ast.BinOp) and isinstance(sq.op, ast.Mult) and ast.unparse(sq.left) == ast.unparse(sq.right):
+        x, again = sq.left, (lambda c: ast.BinOp(c, ast.Mult(), c))
+    if x is None:
+        return
+
+    def edit():
+        keywords = [k for k in node.keywords if k.arg != "keepdim"] + [ast.keyword("keepdim", ast.Constant(True))]
+        centred = ast.BinOp(x, ast.Sub(), ast.Call(ast.Attribute(x, "mean", ast.Load()), node.args, keywords))
+        return ast.Call(ast.Attribute(again(centred), "mean", ast.Load()), node.args, node.keywords)
+    yield edit
+
+
+def _transpose_extra(node, sizes=()):
+    """out.reshape(B, H * D) -> out.transpose(-2, -1).reshape(B, H * D): a transpose before a merge
+    where none belongs, so the merged axis interleaves what should stay in blocks."""
+    if _call(node, "reshape", "view", "flatten") and _is_method(node) and isinstance(node.func.value, ast.Name):
+        for a, b in ((-2, -1), (1, -1)):      # the last two axes, or the heads' and the features' past a 1
+            t = ast.Call(ast.Attribute(node.func.value, "transpose", ast.Load()), [_const(a), _const(b)], [])
+            yield lambda t=t: ast.Call(ast.Attribute(t, node.func.attr, ast.Load()), node.args, node.keywords)
 
 
 def _T(en, zh):
@@ -1048,15 +1250,17 @@ KINDS: tuple[Kind, ...] = (
             "于是多数维度用了别的配对的角度。两处都要使用题目规定的布局。"), _rope_layout),
     Kind("lse_max_missing", _T("the max left out of the log-sum-exp", "log-sum-exp 里漏加了最大值"),
          _T("The log-sum-exp is written as log(l) where l was summed after subtracting the running max m: "
-            "it should be m + log(l). Partials merged by their log-sum-exps are then weighted wrongly.",
+            "it should be m + log(l). Wherever partials are merged by their log-sum-exps, they are then "
+            "weighted wrongly.",
             "log-sum-exp 写成了 log(l)，而 l 是减去运行最大值 m 之后求的和：应为 m + log(l)。"
-            "按 log-sum-exp 合并的各部分因此权重错误。"), _lse_max_missing),
+            "凡是按 log-sum-exp 合并各部分的地方，权重都会因此出错。"), _lse_max_missing),
     Kind("values_from_keys", _T("the values read from the keys' projection or cache",
                                 "value 取自 key 的投影或缓存"),
-         _T("The values come from what holds the keys: v is computed with the key projection, or read "
-            "from the key cache (or pool), so the output is a weighted sum of keys.",
-            "value 取自存放 key 的地方：v 用了 key 的投影计算，或者从 key 的缓存（或池）里读出，"
-            "于是输出成了 key 的加权和。"), _values_from_keys),
+         _T("The values come from what holds the keys: v is computed with the key projection, read from "
+            "the key cache (or pool), or the keys are written where the values belong, so the output is a "
+            "weighted sum of keys.",
+            "value 取自存放 key 的地方：v 用了 key 的投影计算，从 key 的缓存（或池）里读出，"
+            "或者把 key 写进了该放 value 的地方，于是输出成了 key 的加权和。"), _values_from_keys),
     Kind("ratio_inverted", _T("a ratio inverted (b / a for a / b)", "比值倒过来了（写成了 b / a）"),
          _T("A ratio of two values is upside down: `b / a` where `a / b` is meant (e.g. `r / alpha` for "
             "`alpha / r`), so what should grow with `a` shrinks with it.",
@@ -1107,6 +1311,13 @@ KINDS: tuple[Kind, ...] = (
             "某个 reshape 里两个大小的顺序写反了（把 `view(B, Hkv, G, D)` 写成 `view(B, G, Hkv, D)`）："
             "形状仍然对得上，但元素的分组方式错了（query 头配错了 KV 头，q/k/v 或各个头交错在一起）。"),
          _sizes_swapped),
+    Kind("sizes_swapped_reduced", _T("two sizes of a reshape in the wrong order", "reshape 的两个大小顺序反了"),
+         _T("A reshape lists two sizes in the other order and the reduction after it follows the size "
+            "(`reshape(B, G, Hkv, ..).sum(1)` for `reshape(B, Hkv, G, ..).sum(2)`): the shape fits, but the "
+            "elements summed together are the wrong ones (query heads grouped with the wrong KV head).",
+            "某个 reshape 里两个大小的顺序写反了，后面的归约也跟着那个大小走（把 `reshape(B, Hkv, G, ..).sum(2)` "
+            "写成了 `reshape(B, G, Hkv, ..).sum(1)`）：形状对得上，但被加在一起的元素错了（query 头配错了 KV 头）。"),
+         _sizes_swapped_reduced),
     Kind("order_reversed", _T("a sequence in reverse order", "某个序列的顺序反了"),
          _T("A sequence is counted from the other end: the heads' slopes, positions or indices in "
             "reverse order.",
@@ -1124,9 +1335,9 @@ KINDS: tuple[Kind, ...] = (
             "矩阵乘法里用了矩阵本身，而这里应该用它的转置（把 `q @ k.transpose(-2, -1)` 写成了 `q @ k`）。"),
          _transpose_missing),
     Kind("reduce_axis", _T("a reduction over the wrong axis", "归约的轴不对"),
-         _T("A sum, mean, max or cumulative sum runs over the other of the last two axes (queries for "
-            "keys, tokens for features).",
-            "求和、平均、最大值或累加用的是最后两个轴中的另一个（把 key 轴写成了 query 轴，或把特征轴写成了 "
+         _T("A sum, mean, max or cumulative sum runs over a neighbouring axis (queries for keys, tokens for "
+            "features).",
+            "求和、平均、最大值或累加用的是相邻的另一个轴（把 key 轴写成了 query 轴，或把特征轴写成了 "
             "token 轴）。"), _reduce_axis),
     Kind("keepdim_missing", _T("keepdim missing in a reduction", "归约时少了 keepdim"),
          _T("A reduction drops its axis (no `keepdim=True`), so what is divided or subtracted by it "
@@ -1182,9 +1393,86 @@ KINDS: tuple[Kind, ...] = (
             "value fail.",
             "忽略了调用者传入的一个参数：代码不管传入什么都用它的默认值（写死的 eps、温度、开关或大小），"
             "所以只有传入其他值的用例失败。"), _argument_ignored),
+    Kind("per_head", _T("the fused q/k/v read head by head", "融合的 q/k/v 按头交错读取了"),
+         _T("The fused projection's output is laid out as three blocks [q | k | v], but it is read head by "
+            "head ([q k v] of head 0, then of head 1 ...: a view to (.., H, 3·D) or (.., H, 3, D)), or the "
+            "reverse, so the queries, keys and values of different heads are mixed.",
+            "融合投影的输出按三块 [q | k | v] 排列，却被按头交错读取（先是第 0 个头的 [q k v]，再是第 1 个头的……："
+            "view 成 (.., H, 3·D) 或 (.., H, 3, D)），或反之，于是各个头的 query、key、value 混在了一起。"),
+         _per_head),
+    Kind("cast_back_missing", _T("not cast back to the input's dtype", "没有转换回输入的数据类型"),
+         _T("A result is left in the dtype it was computed in (float32) where it should be cast back to the "
+            "input's (`.to(x.dtype)`), so a bfloat16 or float16 input gets a float32 answer.",
+            "结果停留在计算时用的数据类型（float32），而应转换回输入的数据类型（`.to(x.dtype)`），"
+            "于是 bfloat16 或 float16 的输入得到了 float32 的结果。"), _cast_back_missing),
+    Kind("maximum_dropped", _T("a running maximum that forgets the old one", "运行最大值丢掉了之前的最大值"),
+         _T("A running maximum (or minimum) keeps only the current step's: `torch.maximum(m, s.amax(-1))` "
+            "written as `s.amax(-1)`, so the old sums are rescaled by the wrong factor (or overflow).",
+            "运行最大值（或最小值）只保留了当前这一步的：把 `torch.maximum(m, s.amax(-1))` 写成了 "
+            "`s.amax(-1)`，于是之前的和按错误的因子重新缩放（或溢出）。"), _maximum_dropped),
+    Kind("condition_dropped", _T("one of two conditions left out", "两个条件漏掉了一个"),
+         _T("A mask or a selection needs two conditions joined by `&`, and one of them is left out (a sliding "
+            "window without its causal half, a causal mask without the padding, a range without its lower "
+            "bound), so it lets through what the missing one removes.",
+            "掩码或选择需要用 `&` 连接两个条件，却漏掉了其中一个（滑动窗口少了因果那一半，因果掩码少了 padding，"
+            "范围少了下界），于是漏掉的那个条件本应去掉的部分被放了进来。"), _condition_dropped),
+    Kind("order_as_unequal", _T("`!=` where `<` is meant", "该用 `<` 的地方用了 `!=`"),
+         _T("An order is written as an inequality: `j != i` where `j < i` is meant, so what comes after is "
+            "let in as well (a future block, a later key).",
+            "本应比较先后，却写成了“不相等”：该写 `j < i` 的地方写了 `j != i`，于是之后的也被放了进来"
+            "（未来的块、之后的 key）。"), _order_as_unequal),
+    Kind("steps_swapped", _T("two steps applied in the other order", "两个步骤的先后顺序反了"),
+         _T("Two steps are applied in the other order: `f(g(x))` where `g(f(x))` is meant (dropout after the "
+            "down-projection instead of on its input, a norm after the rotation instead of before it).",
+            "两个步骤的顺序反了：本应 `g(f(x))` 却写成了 `f(g(x))`（dropout 放在了降维投影之后而不是作用在它的"
+            "输入上，归一化放在了旋转之后而不是之前）。"), _steps_swapped),
+    Kind("in_place", _T("an input changed in place", "原地修改了输入"),
+         _T("An input the caller passes is changed in place (`masked_fill_` for `masked_fill`, `add_` for "
+            "`add`): the caller's tensor is overwritten, and autograd refuses it on a tensor that needs a "
+            "gradient.",
+            "原地修改了调用者传入的输入（把 `masked_fill` 写成了 `masked_fill_`，把 `add` 写成了 `add_`）："
+            "调用者的张量被覆盖了，而且对需要梯度的张量 autograd 会拒绝这样做。"), _in_place),
+    Kind("pairs_counted_once", _T("i / d where 2i / d is meant", "该用 2i / d 的地方用了 i / d"),
+         _T("The even indices 0, 2, 4 ... are counted 0, 1, 2 ...: `torch.arange(d // 2) / d` where "
+            "`torch.arange(0, d, 2) / d` is meant, so every RoPE frequency exponent is halved.",
+            "偶数下标 0, 2, 4 …… 被数成了 0, 1, 2 ……：该写 `torch.arange(0, d, 2) / d` 的地方写成了 "
+            "`torch.arange(d // 2) / d`，于是 RoPE 的每个频率指数都减半了。"), _pairs_counted_once),
+    Kind("norm_centred", _T("the mean subtracted in RMSNorm (a variance)", "RMSNorm 里减去了均值（算成了方差）"),
+         _T("The mean square is taken about the mean (`x.var()`, as LayerNorm does) where RMSNorm takes it "
+            "about zero (`x.pow(2).mean(-1)`): RMSNorm does not centre.",
+            "均方是围绕均值计算的（`x.var()`，LayerNorm 的做法），而 RMSNorm 是围绕 0 计算的"
+            "（`x.pow(2).mean(-1)`）：RMSNorm 不减均值。"), _norm_centred),
+    Kind("transpose_extra", _T("a transpose where none belongs", "多了一个不该有的转置"),
+         _T("A transpose (or permute) comes before a reshape where none belongs, so the merged axis "
+            "interleaves what should stay in blocks (each head's features spread across the heads).",
+            "在 reshape 之前多做了一次转置（或 permute），于是合并出来的轴把本应成块排列的元素交错在了一起"
+            "（每个头的特征被分散到了各个头之间）。"), _transpose_extra),
 )
 
-KIND = {k.id: k for k in KINDS}
+# Kinds whose candidates can give the very same outputs on every case (a bound one too far is a length
+# one too large): where candidates of two or more of them fit and of no other, the name is the family's
+OFF_BY_ONE = ("boundary_off_by_one", "one_extra", "one_missing", "diagonal_off_by_one", "constant_off_by_one")
+
+
+def _no_edit(node, sizes=()):
+    return
+    yield
+
+
+FAMILIES: dict[str, Kind] = {
+    "off_by_one": Kind("off_by_one", _T("something off by one (a bound, a length or a position)",
+                                        "有个地方差了一（边界、长度或位置）"),
+                       _T("An index, a length, a position or a boundary is off by one: `<` where `<=` is meant "
+                          "(or the reverse), n where n + 1 is meant, a mask's diagonal one step away; these give "
+                          "the same numbers here, so which of them it is the cases cannot tell. One element too "
+                          "many or too few is included.",
+                          "某个下标、长度、位置或边界差了一：该用 `<=` 的地方用了 `<`（或反之），该用 n + 1 的地方"
+                          "用了 n，或掩码的对角线偏了一位；这些写法在这里给出相同的数值，用例分辨不出是哪一种。"
+                          "结果多含或少含了一个元素。"), _no_edit),
+}
+FAMILY_OF = {k: "off_by_one" for k in OFF_BY_ONE}
+
+KIND = {k.id: k for k in (*KINDS, *FAMILIES.values())}
 
 
 # --------------------------------------------------------------------------- candidates
@@ -1244,8 +1532,14 @@ def _source(tree: ast.Module) -> str | None:
     return _with_helpers(src)
 
 
+HELPERS = {"_catalogue_tile": _TILE, "_catalogue_per_head": _PER_HEAD}    # a helper's name -> its code
+
+
 def _with_helpers(src: str) -> str:
-    return (_TILE + src) if "_catalogue_tile" in src else src
+    for name, helper in HELPERS.items():
+        if name in src:
+            src = helper + src
+    return src
 
 
 class _Lines:
@@ -1308,8 +1602,8 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
             try:
                 if isinstance(new, list):      # a statement and the ones added after it, on its line
                     text = "; ".join(ast.unparse(ast.fix_missing_locations(n)) for n in new)
-                elif isinstance(new, ast.stmt):
-                    text = ast.unparse(ast.fix_missing_locations(new))
+                elif isinstance(new, ast.stmt):     # blank lines where the statement ran on: numbers kept
+                    text = ast.unparse(ast.fix_missing_locations(new)) + "\n" * (nodes[i].end_lineno - nodes[i].lineno)
                 else:      # the node's lines kept: the lines after it keep their numbers
                     text = "(" + ast.unparse(ast.fix_missing_locations(new)) + \
                         "\n" * (nodes[i].end_lineno - nodes[i].lineno) + ")"

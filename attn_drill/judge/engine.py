@@ -257,6 +257,13 @@ class Grading:
                     if c.diagnosis and c.diagnosis.mistake == r.diagnosis.mistake:
                         c.diagnosis = d
                 r.diagnosis = d
+        if r.diagnosis is None and r.first_failure() is not None and self.mistakes is not None:
+            decided = self.mistakes.decide(self.runs)    # two kinds fitted the first failure: told apart now
+            if decided is not None:
+                r.diagnosis, named_case = decided
+                for c in r.cases:
+                    if c.name == named_case:
+                        c.diagnosis = r.diagnosis
         if r.diagnosis is not None or r.first_failure() is None:
             return
         if any(property_failure(run.result) for run in self.runs):

@@ -14,6 +14,8 @@ failures have in common.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
 from .. import bank
@@ -40,12 +42,15 @@ class Mistakes:
         self._matched: dict[str, list[str]] = {}   # a kind named -> the keys of its candidates that fit
         self._backward_only: set[str] = set()      # kinds named where only a gradient (formula) is wrong
         self.fitting: list[str] = []   # the spec's mutants that fit the named case, closest first
+        self.undecided: tuple | None = None   # ({kind: candidate keys}, case): two kinds fit that case
+        self._backward = False         # the case named had right outputs and wrong gradients
         self._named_case: tuple | None = None   # that case's evidence, to ask the kinds later
 
     @property
     def ambiguous(self) -> bool:
-        """More than one of the spec's mutants fits the named case: only the other cases tell them apart."""
-        return len(self.fitting) > 1
+        """More than one of the spec's mutants, or of the catalogue's kinds, fits the named case: only the
+        other cases tell them apart."""
+        return len(self.fitting) > 1 or self.undecided is not None
 
     def diagnosis(self, mid: str) -> Diagnosis:
         """The words of a spec's mistake or of a catalogue kind."""
@@ -113,10 +118,10 @@ class Mistakes:
             return self.diagnosis(fits[0])
         keys = [key for key, module in self.kinds.items()
                 if self._observes_as(key, module, case, prep, sub, said_alike)]
-        kinds = {key.split("@")[0] for key in keys}
+        kinds = _by_kind(keys)
         if len(kinds) != 1:
             return None
-        kid = kinds.pop()
+        ((kid, keys),) = kinds.items()
         self._matched[kid] = keys
         return self.diagnosis(kid)
 
@@ -129,14 +134,35 @@ class Mistakes:
         if not _carries_numbers(sub):
             return None    # all NaN/inf: many kinds of mistake give that, a kind is no surer than a guess
         fits = self._fits(self.kinds, case, prep, truth, low, sub, res, limits)
-        kinds = {key.split("@")[0] for _, key in fits}
-        if len(kinds) != 1:
-            return None    # no candidate fits, or candidates of two kinds do: not sure which
-        kid = kinds.pop()
-        self._matched[kid] = [key for _, key in sorted(fits)]
-        if (res.forward == PASS and res.gradient == FAIL) or all(BACKWARD in key for _, key in fits):
+        kinds = _by_kind(key for _, key in fits)
+        self._backward = (res.forward == PASS and res.gradient == FAIL)
+        if len(kinds) > 1:
+            # candidates of two kinds fit this case: the other cases may tell them apart (decide())
+            self.undecided = (kinds, case.name)
+            return None
+        if not kinds:
+            return None    # no candidate fits
+        return self._name_kind(*kinds.items())
+
+    def _name_kind(self, item) -> Diagnosis:
+        kid, keys = item
+        self._matched[kid] = sorted(keys)
+        if self._backward or all(BACKWARD in key for key in keys):
             self._backward_only.add(kid)
         return self.diagnosis(kid)
+
+    def decide(self, runs) -> tuple[Diagnosis, str] | None:
+        """After the cases: of the kinds whose candidates fitted the named case, those consistent with
+        every case that ran (`consistent`); named only when they are one kind (or one family)."""
+        if self.undecided is None:
+            return None
+        kinds, named_case = self.undecided
+        kept = [key for keys in kinds.values() for key in keys
+                if self._consistent(key, self.kinds[key], named_case, runs)]
+        left = _by_kind(kept)
+        if len(left) != 1:
+            return None
+        return self._name_kind(*left.items()), named_case
 
     def _fits(self, modules: dict, case, prep, truth, low, sub: Side, res, limits) -> list[tuple[float, str]]:
         out = []
@@ -148,7 +174,7 @@ class Mistakes:
                 continue
             mut = self.side(mid, case.name, prep.low, by_rule, module)
             if isinstance(mut, str):   # a mutant that raises: the same error, or no match
-                if raised is not None and raised == mut:
+                if raised is not None and _same_raise(sub.problem, raised, mut, modules is self._modules):
                     out.append((0.0, mid))
                 continue
             if mut.problem or raised is not None:
@@ -300,11 +326,54 @@ def _limit(lim: dict | None, dtype: torch.dtype, b: torch.Tensor) -> tuple[float
     return (4 * eps * float(b.abs().nan_to_num().max()) if b.numel() else 0.0), 4 * eps
 
 
+def _by_kind(keys) -> dict[str, list[str]]:
+    """Candidate keys grouped by kind; kinds of one family (a bound one too far, a length one too
+    large: the same numbers) grouped under the family, whose words are true of each."""
+    kinds: dict[str, list[str]] = {}
+    for key in keys:
+        kinds.setdefault(key.split("@")[0], []).append(key)
+    families = {catalogue.FAMILY_OF.get(k[len(catalogue.PREFIX):]) for k in kinds}
+    if len(kinds) > 1 and len(families) == 1 and None not in families:
+        return {catalogue.PREFIX + families.pop(): [key for keys in kinds.values() for key in keys]}
+    return kinds
+
+
+class Raised(str):
+    """What a mutant raised, as `Type: message`; `own`: raised by a line of the mutant's own code (its
+    bound checks), not inside a library it called."""
+    own = False
+
+
 def _run(module, data, trace: bool, probes):
     try:
         return run_side(module, data, session=None, trace=trace, repeat=False, probes=probes)
     except Exception as exc:  # noqa: BLE001 - a mutant that raises is a result too
-        return f"{type(exc).__name__}: {exc}"
+        raised = Raised(f"{type(exc).__name__}: {exc}")
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        raised.own = tb is not None and tb.tb_frame.f_code.co_filename == getattr(module, "__file__", None)
+        return raised
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _same_raise(sub_problem, raised: str, mut, curated: bool) -> bool:
+    """The submission and a mutant raised alike: the same text; or, where the submission's own `raise`
+    statement raised it and the mutant's own line did (a bound check of each, worded by each), the same
+    type: for a spec's mutant (one mistake, written for this problem), that is enough; for a catalogue
+    candidate, its message must also carry the same numbers (the check fired at the same sizes)."""
+    if raised == mut:
+        return True
+    frames = sub_problem.frames if sub_problem is not None else []
+    own = bool(frames) and (frames[-1].code or "").lstrip().startswith("raise")
+    kind, _, said = raised.partition(":")
+    mkind, _, msaid = mut.partition(":")
+    if not (own and getattr(mut, "own", False) and kind == mkind):
+        return False
+    numbers = _NUMBER.findall(said)
+    return curated or (bool(numbers) and numbers == _NUMBER.findall(msaid))
 
 
 _SOURCES: dict[tuple, str | None] = {}

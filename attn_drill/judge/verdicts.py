@@ -290,5 +290,5 @@ def report_verdict(r: Report) -> None:
         r.status = PASS
         skipped = [c for c in r.cases if c.status == SKIP]
         n = len(r.cases) - len(skipped)
-        r.message = tn("report.all_passed", n) + (tn("report.skipped", len(skipped)) if skipped else "")
+        r.message = tn(r.passed_key(), n) + (tn("report.skipped", len(skipped)) if skipped else "")
         r.replay = ""

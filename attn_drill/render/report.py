@@ -166,7 +166,7 @@ def summary_line(r: Report) -> str:
     if r.status == PASS:
         if not ran:
             return t("report.nothing_ran")
-        return tn("report.all_passed", len(ran))
+        return tn(r.passed_key(), len(ran))
     if r.problem_error is not None and (not r.cases or r.status == ERROR or
                                         r.problem_error.kind in ("timeout", "crash", "runner", "memory")):
         return first_line(r.problem_error.message)
