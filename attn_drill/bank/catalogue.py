@@ -1373,10 +1373,12 @@ KINDS: tuple[Kind, ...] = (
             "a bias, one of two scores), so the result is short by that term.",
             "某个和或差里漏掉了一项（softmax 梯度里的修正项、一个偏置、两个分数中的一个），"
             "结果因此少了这一项。"), _term_missing),
-    Kind("write_missing", _T("a write into a buffer missing", "少了一次写入缓冲区"),
-         _T("A write into a buffer (a KV cache, an output slot) is left out, so what is read there "
-            "later is what was there before.",
-            "漏掉了一次写入缓冲区（KV 缓存、输出的某个位置），之后从那里读到的还是之前的内容。"),
+    Kind("write_missing", _T("a write left out (a buffer or a state field)", "漏掉了一次写入（缓冲区或状态字段）"),
+         _T("A write is left out: into a buffer (a KV cache, an output slot) or into a field of state the "
+            "object keeps (a flag such as `merged`, a length), so what is read there later is what was "
+            "there before.",
+            "漏掉了一次写入：写入缓冲区（KV 缓存、输出的某个位置），或写入对象保存的状态字段（例如 "
+            "`merged` 这样的标志、长度），于是之后从那里读到的还是之前的内容。"),
          _write_missing),
     Kind("sqrt_extra", _T("divided by a square root where none belongs", "多除了一个平方根"),
          _T("A value is divided by the square root of a size where the size itself is meant "

@@ -170,19 +170,49 @@ def vet(source: str, path: Path, tree: ast.Module | None = None, extra=()) -> Ve
     return out
 
 
-def imported_modules(source: str, tree: ast.Module | None = None, extra=()) -> list[str]:
-    """The allowed modules a source imports (dotted names), to load before its room is forked."""
+def nodes(tree: ast.AST) -> list:
+    """Every node of a tree in ast.walk's order, listed once per tree: vetting a file reads it whole
+    several times (its imports, its module names, its values, its calls), never edits it."""
+    listed = getattr(tree, "_attn_drill_nodes", None)
+    if listed is None:
+        listed = list(ast.walk(tree))
+        tree._attn_drill_nodes = listed
+    return listed
+
+
+def _parents(tree: ast.AST) -> dict:
+    """id(node) -> its parent, for every node of a tree (listed once per tree)."""
+    parents = getattr(tree, "_attn_drill_parents", None)
+    if parents is None:
+        parents = {id(child): node for node in nodes(tree) for child in ast.iter_child_nodes(node)}
+        tree._attn_drill_parents = parents
+    return parents
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_imports(source: str) -> tuple[str, ...]:
+    """The modules a trusted source (a probe file) imports, parsed once per text."""
     try:
-        tree = tree or ast.parse(source)
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    allowed = modules_for(extra)
+        return ()
+    return tuple(_imports(tree))
+
+
+def _imports(tree: ast.AST) -> list[str]:
     names = []
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module)
+    return names
+
+
+def imported_modules(source: str, tree: ast.Module | None = None, extra=()) -> list[str]:
+    """The allowed modules a source imports (dotted names), to load before its room is forked."""
+    names = list(_parsed_imports(source)) if tree is None else _imports(tree)
+    allowed = modules_for(extra)
     return [n for n in dict.fromkeys(names) if n.split(".")[0] in allowed and _public(n) and n != "__future__"
             and not _refused(n)]
 
@@ -268,8 +298,8 @@ def load_libraries(tree: ast.Module) -> None:
     hold. Only the judge calls this (it has torch loaded anyway); the command line's quick vetting,
     without it, judges such paths by their names alone, and the judge vets every file again."""
     import importlib
-    tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
-        {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    tops = {a.name.split(".")[0] for n in nodes(tree) if isinstance(n, ast.Import) for a in n.names} | \
+        {n.module.split(".")[0] for n in nodes(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     for top in sorted(tops & set(LIBRARIES)):
         if top not in sys.modules:
             try:
@@ -366,7 +396,7 @@ def _module_names(tree: ast.Module, aliases: dict) -> set[str]:
     (`F = torch.nn.functional`, `T = torch`), wherever in the file (to a fixpoint). Fills `aliases`
     so that an attribute of such a name is judged as the module's own (`T.serialization`)."""
     modules: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 local = a.asname or a.name.split(".")[0]
@@ -378,7 +408,7 @@ def _module_names(tree: ast.Module, aliases: dict) -> set[str]:
                     aliases[a.asname or a.name] = f"{node.module}.{a.name}"
                     if _is_module_path(f"{node.module}.{a.name}"):
                         modules.add(a.asname or a.name)
-    binds = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+    binds = [n for n in nodes(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
     changed = True
     while changed:
         changed = False
@@ -413,11 +443,8 @@ def _module_values(tree: ast.Module, v: "_Visitor", modules: set) -> None:
     """A module is used by its name only: as `m.<attribute>`, as getattr(m, "literal"), or bound to a
     plain name (outside a class body). Passed, stored, returned or put in a container, it would be
     reached under a name the rules above do not follow."""
-    parents = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    for node in ast.walk(tree):
+    parents = _parents(tree)
+    for node in nodes(tree):
         if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(getattr(node, "ctx", None), ast.Load):
             continue
         parent = parents.get(id(node))

@@ -36,7 +36,8 @@ def syntax_error(source: str, filename: str) -> dict | None:
 
 def _called_names(tree: ast.AST) -> list[tuple[int, str, bool]]:
     """(line, last name part, is_call) for every Name/Attribute and import alias."""
-    nodes = list(ast.walk(tree))
+    from .policy import nodes as listed
+    nodes = listed(tree)
     calls = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
     out = []
     for node in nodes:

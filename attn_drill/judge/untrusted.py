@@ -185,17 +185,32 @@ def op_record(row) -> OpRecord:
     if not (isinstance(name, str) and isinstance(phase, str) and isinstance(numel, int)
             and isinstance(dtypes, list) and isinstance(ins, list) and isinstance(outs, list)):
         raise Unreadable("malformed op record")
-    return OpRecord(text(name, MAX_NAME), text(phase, 20), tuple(_DTYPES.get(d) if isinstance(d, str) else None
+    return OpRecord(_op_name(name), _op_name(phase)[:20], tuple(_DTYPES.get(d) if isinstance(d, str) else None
                                                        for d in dtypes),
                     tuple(_shape(s) for s in ins), tuple(_shape(s) for s in outs), int(numel))
 
 
 def _shape(s) -> tuple:
     """A tensor's sizes as a room reports them: a list of at most 16 whole numbers, each in range."""
-    if not isinstance(s, list) or len(s) > 16 or not all(
-            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 48 for v in s):
+    if type(s) is not list or len(s) > 16:
         raise Unreadable("malformed op record")
+    for v in s:
+        if type(v) is not int or not 0 <= v < _MAX_SIZE:      # (a bool's type is bool, not int)
+            raise Unreadable("malformed op record")
     return tuple(s)
+
+
+_MAX_SIZE = 2 ** 48
+_OP_NAMES: dict[str, str] = {}       # an op's name as a room sent it -> as it may be shown (most repeat)
+
+
+def _op_name(name: str) -> str:
+    shown = _OP_NAMES.get(name)
+    if shown is None:
+        shown = text(name, MAX_NAME)
+        if len(_OP_NAMES) < 4096:
+            _OP_NAMES[name] = shown
+    return shown
 
 
 def loaded(reply) -> UserProblem | None:
