@@ -176,3 +176,22 @@ def test_the_off_by_one_kinds_are_one_family_with_words_of_their_own():
     assert set(catalogue.OFF_BY_ONE) <= {k.id for k in catalogue.KINDS}
     assert catalogue.kind_of("kind.off_by_one") is fam and fam.title.en and fam.title.zh
     assert all(catalogue.FAMILY_OF[k] == "off_by_one" for k in catalogue.OFF_BY_ONE)
+
+
+def _changed(src: str, kind: str) -> set[str]:
+    """The edited line of each candidate of `kind` made of `src`."""
+    return {b.strip() for c in catalogue.candidates(src) if c.id == catalogue.PREFIX + kind
+            for a, b in zip(src.splitlines(), c.source.splitlines()) if a != b}
+
+
+def test_an_accumulation_a_rescale_and_a_twin_each_edited_where_they_are():
+    src = ("def f(a_a, a_b, acc, alpha, p, k, v, out, j):\n    out[j] += p @ k\n"
+           "    acc = alpha * acc + p @ v\n    return acc + a_a - a_b\n")
+    assert "out[j] = p @ k" in _changed(src, "accumulate_as_assign")
+    assert "acc = acc + p @ v" in _changed(src, "rescale_missing")
+    twins = _changed(src, "twin_swapped")
+    assert {"out[j] += p @ (v)", "return acc + (a_b) - a_b", "out[(i)] += p @ k"} <= twins, twins
+    assert "acc = alpha * acc + p @ (k)" not in twins    # values read from the keys: values_from_keys' own
+    # a product that is not the running value itself, and a name without a twin: nothing
+    assert not _changed("def f(x, w, b):\n    y = w * x + b\n    return y\n", "rescale_missing")
+    assert not _changed("def f(x, w):\n    return w * x\n", "twin_swapped")

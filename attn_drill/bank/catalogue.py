@@ -291,7 +291,21 @@ def _diagonal_off_by_one(node, sizes=()):
             yield edit
 
 
+_REVERSED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+
+
+def _broadcast_index(node) -> bool:
+    """pos[None, :] or pos[:, None]: a vector of positions laid along one axis of a square."""
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and \
+        any(isinstance(e, ast.Constant) and e.value is None for e in node.slice.elts)
+
+
 def _triangle_swapped(node, sizes=()):
+    """tril -> triu, and key_pos <= query_pos -> key_pos >= query_pos (positions laid along the two
+    axes): the mask keeps the other triangle."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _REVERSED and \
+            _broadcast_index(node.left) and _broadcast_index(node.comparators[0]):
+        yield lambda: ast.Compare(node.left, [_REVERSED[type(node.ops[0])]()], node.comparators)
     if _call(node, "tril", "triu", "tril_", "triu_") and isinstance(node.func, (ast.Name, ast.Attribute)):
         swap = {"tril": "triu", "triu": "tril", "tril_": "triu_", "triu_": "tril_"}
 
@@ -1104,6 +1118,55 @@ def _transpose_extra(node, sizes=()):
             yield lambda t=t: ast.Call(ast.Attribute(t, node.func.attr, ast.Load()), node.args, node.keywords)
 
 
+def _accumulate_as_assign(node, sizes=()):
+    """dK[:, j:j + b] += ds.T @ q -> dK[:, j:j + b] = ds.T @ q: an accumulation over blocks written as
+    an assignment, so only the last block's part is kept."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        yield lambda: ast.Assign([node.target], node.value)
+
+
+def _rescale_missing(node, sizes=()):
+    """acc = alpha * acc + p @ v -> acc = acc + p @ v: a running value not rescaled before the next
+    part is added (the running sum, the accumulator or the state of an online softmax or a recurrence)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp)
+            and isinstance(node.value.op, ast.Add)):
+        return
+    target = ast.dump(node.targets[0]).replace("Store()", "Load()")
+    for side, other in (("left", "right"), ("right", "left")):
+        term = getattr(node.value, side)
+        if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult):
+            for kept, dropped in ((term.left, term.right), (term.right, term.left)):
+                if ast.dump(kept) == target and _num(dropped) is None:
+                    parts = {side: kept, other: getattr(node.value, other)}
+                    yield lambda parts=parts: ast.Assign(
+                        node.targets, ast.BinOp(parts["left"], ast.Add(), parts["right"]))
+
+
+# (values read from the keys are values_from_keys' own: here only the keys read from the values)
+_TWINS = {"k": "v", "K": "V", "sin": "cos", "cos": "sin", "i": "j", "j": "i"}
+
+
+def _twin(name: str) -> str | None:
+    """lse_a <-> lse_b, x1 <-> x2, k -> v, cos <-> sin, i <-> j (a name's last part)."""
+    head, sep, last = name.rpartition("_")
+    if last in _TWINS:
+        return head + sep + _TWINS[last]
+    if sep and last in ("a", "b"):
+        return head + sep + ("b" if last == "a" else "a")
+    if len(name) > 1 and name[-1] in "12" and not name[-2].isdigit():
+        return name[:-1] + ("2" if name[-1] == "1" else "1")
+    return None
+
+
+def _twin_swapped(node, sizes=()):
+    """w_b = exp(lse_b - lse) -> exp(lse_a - lse), ds @ k -> ds @ v, dK[j] -> dK[i]: one of a pair of
+    like-named values read where the other is meant."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        twin = _twin(node.id)
+        if twin:
+            yield lambda: ast.Name(twin, ast.Load())
+
+
 def _T(en, zh):
     return Text(en, zh)
 
@@ -1150,8 +1213,10 @@ KINDS: tuple[Kind, ...] = (
             "掩码的三角部分偏移了一条对角线：每个 query 多看或少看了一个 key（tril/triu 的 `diagonal`）。"),
          _diagonal_off_by_one),
     Kind("triangle_swapped", _T("upper and lower triangle swapped", "上三角和下三角用反了"),
-         _T("tril and triu are swapped: the mask keeps the future and hides the past.",
-            "tril 和 triu 用反了：掩码保留了未来、遮住了过去。"), _triangle_swapped),
+         _T("The mask keeps the other triangle: tril and triu swapped, or a comparison of key and query "
+            "positions written the other way (`>=` for `<=`), so it keeps the future and hides the past.",
+            "掩码保留了另一个三角：tril 和 triu 用反了，或者比较 key 与 query 位置时方向写反了（把 `<=` 写成了 "
+            "`>=`），于是保留了未来、遮住了过去。"), _triangle_swapped),
     Kind("boundary_off_by_one", _T("a boundary off by one (< vs <=)", "边界差一（< 与 <=）"),
          _T("A comparison is off by one: `<` where `<=` is meant or the reverse (or the bound itself one "
             "too far), so a window, a block, a length or a count includes one too many or too few.",
@@ -1285,9 +1350,10 @@ KINDS: tuple[Kind, ...] = (
          _T("The scale argument is ignored: the default (1/√d) is used even when a scale is given.",
             "忽略了 scale 参数：即使传入了 scale，也仍然使用默认值（1/√d）。"), _given_scale_ignored),
     Kind("normaliser_missing", _T("a normalising division missing", "缺少一个归一化的除法"),
-         _T("A division by a computed normaliser (a softmax's row sum, a running denominator) is left "
-            "out, so the result is off by that factor in each row.",
-            "漏掉了除以一个算出来的归一化量（softmax 的行和、累积的分母），于是每一行的结果都差了这个倍数。"),
+         _T("A division by a computed normaliser (a softmax's row sum, a running denominator, the log of a "
+            "range) is left out, so what it should divide is off by that factor.",
+            "漏掉了除以一个算出来的归一化量（softmax 的行和、累积的分母、某个范围的对数），于是本该被它除的量"
+            "差了这个倍数。"),
          _normaliser_missing),
     Kind("and_or", _T("and / or confused", "“与”和“或”搞混了"),
          _T("Two conditions are joined the other way: `|` (or) where `&` (and) is meant, or the reverse, "
@@ -1449,7 +1515,25 @@ KINDS: tuple[Kind, ...] = (
             "interleaves what should stay in blocks (each head's features spread across the heads).",
             "在 reshape 之前多做了一次转置（或 permute），于是合并出来的轴把本应成块排列的元素交错在了一起"
             "（每个头的特征被分散到了各个头之间）。"), _transpose_extra),
+    Kind("accumulate_as_assign", _T("`=` where `+=` is meant", "该用 `+=` 的地方用了 `=`"),
+         _T("An accumulation is written as an assignment: `dK[j] = ...` where `dK[j] += ...` is meant, so of "
+            "the parts summed over blocks (of queries, of keys, of steps) only the last one is kept.",
+            "累加写成了赋值：该写 `dK[j] += ...` 的地方写成了 `dK[j] = ...`，于是按块（query 块、key 块、"
+            "步）求和的各部分只留下了最后一部分。"), _accumulate_as_assign),
+    Kind("rescale_missing", _T("a running value not rescaled", "运行中的累积值没有重新缩放"),
+         _T("A running value is not rescaled before the next part is added: `acc = alpha * acc + p @ v` "
+            "written as `acc = acc + p @ v` (a running sum or accumulator of an online softmax, a recurrent "
+            "state without its decay), so what was summed before is weighted as if it were new.",
+            "在加入下一部分之前，运行中的累积值没有重新缩放：把 `acc = alpha * acc + p @ v` 写成了 "
+            "`acc = acc + p @ v`（online softmax 的运行和或累加器，少了衰减的循环状态），于是之前累加的部分"
+            "被当作新的部分来加权。"), _rescale_missing),
+    Kind("twin_swapped", _T("one of a pair used for the other", "一对变量中用错了一个"),
+         _T("One of two like-named values is read where the other is meant: `v` for `k`, `lse_a` for "
+            "`lse_b`, `sin` for `cos`, `x1` for `x2`, a block index `i` for `j`.",
+            "两个名字相近的值用错了一个：该用 `k` 的地方用了 `v`，该用 `lse_b` 的地方用了 `lse_a`，"
+            "`sin` 与 `cos`、`x1` 与 `x2` 混用，或块下标 `i` 与 `j` 混用。"), _twin_swapped),
 )
+
 
 # Kinds whose candidates can give the very same outputs on every case (a bound one too far is a length
 # one too large): where candidates of two or more of them fit and of no other, the name is the family's
@@ -1472,7 +1556,17 @@ FAMILIES: dict[str, Kind] = {
                           "用了 n，或掩码的对角线偏了一位；这些写法在这里给出相同的数值，用例分辨不出是哪一种。"
                           "结果多含或少含了一个元素。"), _no_edit),
 }
-FAMILY_OF = {k: "off_by_one" for k in OFF_BY_ONE}
+FAMILIES["mask_transposed"] = Kind(
+    "mask_transposed", _T("the mask transposed (the other triangle kept)", "掩码转置了（保留了另一个三角）"),
+    _T("The mask is the transpose of the right one: it keeps key j for query i where it should keep key i "
+       "for query j (tril for triu, a comparison of positions written the other way, or its two sides' new "
+       "axes swapped; these give the same numbers here), so the future is kept and the past hidden.",
+       "掩码是正确掩码的转置：本应对 query j 保留 key i，却对 query i 保留了 key j（tril 与 triu 用反、位置比较"
+       "的方向写反，或比较两边新增的轴互换了；这些写法在这里给出相同的数值），于是保留了未来、遮住了过去。"),
+    _no_edit)
+# Kinds of one family: where candidates of two or more of them fit and of no other, the family's words
+FAMILY_OF = {**{k: "off_by_one" for k in OFF_BY_ONE}, "triangle_swapped": "mask_transposed",
+             "broadcast_axis": "mask_transposed"}
 
 KIND = {k.id: k for k in (*KINDS, *FAMILIES.values())}
 
@@ -1589,7 +1683,7 @@ def candidates(reference_source: str) -> tuple[Candidate, ...]:
             out.append(Candidate(PREFIX + kind.id, place, src, bool(places) and in_backward(places)))
 
     for kind in KINDS:
-        sites = [(i, k) for i, n in enumerate(nodes) if isinstance(n, (ast.expr, ast.Assign))
+        sites = [(i, k) for i, n in enumerate(nodes) if isinstance(n, (ast.expr, ast.Assign, ast.AugAssign))
                  for k in range(len(_edits(kind, n, sizes[i])))]
         if kind.whole:
             if sites:

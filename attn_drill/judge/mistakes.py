@@ -202,9 +202,16 @@ class Mistakes:
     def _consistent(self, mid: str, module, named_case: str, runs) -> bool:
         for run in runs:
             case, res = run.case, run.result
-            if case.name == named_case or case.is_check or run.skip or res.status not in (PASS, FAIL) \
+            if case.name == named_case or run.skip or res.status not in (PASS, FAIL) \
                     or res.problem is not None or case.measured:
                 continue   # a measured case: the OS measured the submission's room, no one measures a mutant here
+            if case.is_check:
+                # a check the submission fails: the mistake must be seen there as the submission is
+                # (a check it passes says nothing: two right observations may differ in how they are right)
+                if res.status == FAIL and not self._observes_as(mid, module, case, run.prep, run.sub,
+                                                                lambda obs: True):
+                    return False
+                continue
             mut = self.side(mid, case.name, run.prep.low, bool(case.trace), module)
             if isinstance(mut, str):   # a mutant that raises where the submission did not
                 return False
