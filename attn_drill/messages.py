@@ -54,7 +54,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "symptom.causal_leak": ("future keys visible (a causal leak)", "看到了未来的 key（因果泄漏）"),
     "symptom.diagonal_masked": ("the diagonal masked too", "对角线也被遮住了"),
     "symptom.padding_on_query_axis": ("padding masked on the query axis", "填充掩码用在了 query 维上"),
-    "symptom.padding_not_applied": ("the padding mask not applied", "没有应用填充掩码"),
+    "symptom.padding_not_applied": ("padded keys not removed", "填充的 key 没有被去掉"),
     "symptom.padding_wrong": ("wrong only in the padded batch elements", "只有带填充的样本出错"),
     "symptom.gradients_only": ("right outputs, wrong gradients", "输出正确，梯度错误"),
     "symptom.only": ("fails only with {traits}", "只在{traits}时失败"),

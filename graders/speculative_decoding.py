@@ -378,8 +378,11 @@ def _position_failure(k, tokens, n, p, q, pv, count):
               f"在位置 {k} 被拒绝后采样的 token 服从 norm(max(0, p_{k + 1} - q_{k}))：用的是下一个位置的目标行；"
               f"应使用 p_{k}")),
         (torch.nn.functional.one_hot(residual.argmax(), V).double(), "residual_argmax",
-         pick(f"after a rejection at {k} the token is always the argmax of max(0, p - q); it must be sampled",
-              f"在位置 {k} 被拒绝后，token 总是 max(0, p - q) 的 argmax；它必须通过采样得到")),
+         pick(f"after a rejection at {k} the token is always the residual's largest one (an argmax of "
+              f"max(0, p - q), or a sampler fed weights that are no distribution, such as p - q unclamped); "
+              f"it must be sampled from norm(max(0, p - q))",
+              f"在位置 {k} 被拒绝后，token 总是残差最大的那个（对 max(0, p - q) 取了 argmax，或者交给采样的权重"
+              f"不是一个分布，例如没有截断的 p - q）；它必须从 norm(max(0, p - q)) 中采样得到")),
         (_unnormalised_law(residual), "residual_not_normalised",
          pick(f"the tokens drawn after a rejection at {k} fit max(0, p - q) inverted without dividing by its sum",
               f"在位置 {k} 被拒绝后采样的 token 符合没有除以总和就对 max(0, p - q) 做逆 CDF 的结果")),

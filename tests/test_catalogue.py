@@ -195,3 +195,11 @@ def test_an_accumulation_a_rescale_and_a_twin_each_edited_where_they_are():
     # a product that is not the running value itself, and a name without a twin: nothing
     assert not _changed("def f(x, w, b):\n    y = w * x + b\n    return y\n", "rescale_missing")
     assert not _changed("def f(x, w):\n    return w * x\n", "twin_swapped")
+
+
+def test_a_conditional_with_one_branch_always_and_its_family():
+    src = "def f(x, a, b):\n    return a if x else b\n"
+    assert {"return (b)", "return (a)"} <= _bodies(src, "branch_always")
+    fam = catalogue.FAMILIES["wrong_branch"]
+    assert catalogue.FAMILY_OF["condition_inverted"] == catalogue.FAMILY_OF["branch_always"] == "wrong_branch"
+    assert catalogue.kind_of("kind.wrong_branch") is fam and fam.title.zh

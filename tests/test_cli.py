@@ -243,7 +243,10 @@ def test_the_command_line_as_run_names_one_command_or_all(cli_env, tmp_path):
 def test_a_ctrl_c_caught_in_a_callback_is_not_lost():
     """Ctrl-C landing in a weakref callback (the import machinery has one) is printed by Python as
     "Exception ignored" and dropped; the tool raises it again in the main thread instead."""
-    code = ("import importlib, sys, weakref\n"
+    code = ("import importlib, signal, sys, weakref\n"
+            # SIGINT as a terminal's shell leaves it: the suite's worker may pass it on ignored or blocked
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
             "a = importlib.import_module('attn_drill.cli.app')\n"
             "sys.unraisablehook = a._redeliver\n"
             "class O: pass\n"

@@ -276,6 +276,14 @@ def _condition_inverted(node, sizes=()):
         yield lambda: ast.IfExp(node.test, node.orelse, node.body)
 
 
+def _branch_always(node, sizes=()):
+    """a if c else b -> b (or a): a conditional whose condition is left out, one branch taken always
+    (the float64 branch of a dtype choice dropped, a special case not handled)."""
+    if isinstance(node, ast.IfExp):
+        yield lambda: node.orelse
+        yield lambda: node.body
+
+
 def _diagonal_off_by_one(node, sizes=()):
     if _call(node, "tril", "triu", "tril_", "triu_"):
         pos = 0 if _is_method(node) else 1
@@ -1532,7 +1540,14 @@ KINDS: tuple[Kind, ...] = (
             "`lse_b`, `sin` for `cos`, `x1` for `x2`, a block index `i` for `j`.",
             "两个名字相近的值用错了一个：该用 `k` 的地方用了 `v`，该用 `lse_b` 的地方用了 `lse_a`，"
             "`sin` 与 `cos`、`x1` 与 `x2` 混用，或块下标 `i` 与 `j` 混用。"), _twin_swapped),
+    Kind("branch_always", _T("one branch of a conditional taken always", "条件表达式总是走同一个分支"),
+         _T("A conditional's test is left out: one of its branches is taken for every input (`a if c else b` "
+            "written as `b`), so the inputs that needed the other one (a float64 input, a special case) get "
+            "the wrong one.",
+            "条件表达式的判断被省掉了：无论什么输入都走同一个分支（把 `a if c else b` 写成了 `b`），于是本该走另一个"
+            "分支的输入（float64 的输入、某种特殊情况）走错了。"), _branch_always),
 )
+
 
 
 # Kinds whose candidates can give the very same outputs on every case (a bound one too far is a length
@@ -1564,9 +1579,18 @@ FAMILIES["mask_transposed"] = Kind(
        "掩码是正确掩码的转置：本应对 query j 保留 key i，却对 query i 保留了 key j（tril 与 triu 用反、位置比较"
        "的方向写反，或比较两边新增的轴互换了；这些写法在这里给出相同的数值），于是保留了未来、遮住了过去。"),
     _no_edit)
+FAMILIES["wrong_branch"] = Kind(
+    "wrong_branch", _T("a conditional taking the wrong branch", "条件表达式走错了分支"),
+    _T("A conditional takes the wrong branch for some inputs: its condition inverted, or left out so that "
+       "one branch is taken always (these give the same numbers here). Check what the condition tests and "
+       "which inputs should take each branch (a float64 input, a special case).",
+       "条件表达式对某些输入走错了分支：条件取反了，或者条件被省掉而总是走同一个分支（这些写法在这里给出相同的"
+       "数值）。检查条件判断的是什么，以及哪些输入应当走哪个分支（float64 的输入、某种特殊情况）。"),
+    _no_edit)
 # Kinds of one family: where candidates of two or more of them fit and of no other, the family's words
 FAMILY_OF = {**{k: "off_by_one" for k in OFF_BY_ONE}, "triangle_swapped": "mask_transposed",
-             "broadcast_axis": "mask_transposed"}
+             "broadcast_axis": "mask_transposed", "condition_inverted": "wrong_branch",
+             "branch_always": "wrong_branch"}
 
 KIND = {k.id: k for k in (*KINDS, *FAMILIES.values())}
 

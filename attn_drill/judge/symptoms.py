@@ -189,10 +189,12 @@ def weights_pattern(w_sub: torch.Tensor, w_ref: torch.Tensor, kwargs: dict) -> S
                                "key（列）上；应广播为 key_padding_mask[:, None, None, :]。")
         if extra.any() and not missing.any() and bool(extra[~padded].logical_not().all()):
             return Symptom("padding_not_applied",
-                           "your attention weights give padded keys nonzero weight: the key padding mask is not "
-                           "applied (or True and False are swapped: True means padding).",
-                           "你的注意力权重给了填充位置的 key 非零权重：没有应用 key padding 掩码（或 True/False 弄反："
-                           "True 表示填充）。")
+                           "your attention weights give padded keys nonzero weight: the key padding mask does not "
+                           "remove them (not applied, True and False swapped: True means padding, or the masked "
+                           "scores filled with a finite value such as 0 instead of -inf before the softmax).",
+                           "你的注意力权重给了填充位置的 key 非零权重：key padding 掩码没有把它们去掉（没有应用掩码，"
+                           "True/False 弄反：True 表示填充，或者在 softmax 之前把被屏蔽的分数"
+                           "填成了 0 这样的有限值而不是 -inf）。")
     return None
 
 
@@ -238,7 +240,9 @@ _ONLY = {
                      "在 exp 之前减去每行的最大值，并让分数保持 float32"),
     "pad": ("check how the padding mask is applied (True = padding, on the key axis)",
             "检查 padding 掩码的用法（True 表示填充，作用在 key 维）"),
-    "causal": ("check the causal mask (keep key j for query i iff j <= i)", "检查因果掩码（j <= i 时保留）"),
+    "causal": ("whatever the causal setting changes: the mask itself (keep key j for query i iff j <= i) and "
+               "everything the causal flag is passed on to",
+               "因果设置所改变的一切：掩码本身（j <= i 时保留），以及因果标志被传给的每一处"),
     "mask3d": ("a 3-D mask is per batch element: unsqueeze it to (B, 1, Lq, Lk)",
                "3 维掩码按样本区分：扩展为 (B, 1, Lq, Lk)"),
     "long": ("something sized or hard-coded for short sequences?", "是不是有按短序列设定或写死的尺寸？"),
@@ -295,5 +299,7 @@ def across_cases(results: list, cases: list) -> Symptom | None:
     hint_en = " Or ".join(_ONLY[t][0] for t in only)
     hint_zh = " 或者，".join(_ONLY[t][1] for t in only)
     return Symptom("only_" + "_".join(only),
-                   f"the cases that fail are exactly those with {what}; every other case passes: {hint_en}",
-                   spaced(f"失败的恰好是{zh_what}的用例，其余用例都通过：{hint_zh}"))
+                   f"the cases that fail are exactly those with {what}; every other case passes. Where to look "
+                   f"first (a guess from that pattern, not a diagnosis): {hint_en}",
+                   spaced(f"失败的恰好是{zh_what}的用例，其余用例都通过。可以先看这里（这是根据该规律的猜测，"
+                          f"不是诊断）：{hint_zh}"))
