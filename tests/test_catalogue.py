@@ -203,3 +203,14 @@ def test_a_conditional_with_one_branch_always_and_its_family():
     fam = catalogue.FAMILIES["wrong_branch"]
     assert catalogue.FAMILY_OF["condition_inverted"] == catalogue.FAMILY_OF["branch_always"] == "wrong_branch"
     assert catalogue.kind_of("kind.wrong_branch") is fam and fam.title.zh
+
+
+def test_a_read_of_v_may_be_the_keys_read_for_the_values():
+    assert "return p @ (k)" in _bodies("def f(p, k, v):\n    return p @ v\n", "values_from_keys")
+
+
+def test_an_absolute_value_left_out_and_a_softmax_over_an_axis_from_the_front():
+    assert "return (i - j) < w" in _changed("def f(i, j, w):\n    return (i - j).abs() < w\n", "abs_missing")
+    assert "return (d) < w" in _changed("def f(d, w):\n    return torch.abs(d) < w\n", "abs_missing")
+    axes = _changed("def f(s):\n    return torch.softmax(s, dim=-1)\n", "softmax_axis")
+    assert {"return (torch.softmax(s, dim=-2))", "return (torch.softmax(s, dim=1))"} <= axes, axes

@@ -245,10 +245,21 @@ def _softmax_axis(node, sizes=()):
         pos = 0 if _is_method(node) else 1
         value, put = _arg(node, pos, "dim")
         if value is not None and _num(value) == -1:
-            def edit():
-                put(_const(-2))
-                return node
-            yield edit
+            for other in (-2, -3, 1):             # a neighbour, or an axis counted from the front (the heads')
+                def edit(other=other):
+                    put(_const(other))
+                    return node
+                yield edit
+
+
+def _abs_missing(node, sizes=()):
+    """(i - j).abs() < w -> (i - j) < w: an absolute value left out, so a distance keeps its sign (a
+    two-sided window becomes one-sided, every later key counts as near)."""
+    if _call(node, "abs") and not node.keywords:
+        if _is_method(node) and not node.args:
+            yield lambda: node.func.value
+        elif not _is_method(node) and len(node.args) == 1:
+            yield lambda: node.args[0]
 
 
 def _mask_inverted(node, sizes=()):
@@ -575,12 +586,12 @@ _TO_KEYS = {"v": "k", "V": "K", "value": "key", "values": "keys", "wv": "wk", "W
 
 
 def _keys_twin(name: str) -> str | None:
-    """v_proj -> k_proj, value_cache -> key_cache, W_v -> W_k, wv -> wk; None for a plain `v` (a
-    local the edit would only rename) or a name with no value part."""
+    """v_proj -> k_proj, value_cache -> key_cache, W_v -> W_k, wv -> wk, a read of v -> k; None for a
+    name with no value part."""
     parts = name.split("_")
-    if name in ("v", "V") or not any(p in _TO_KEYS for p in parts):
+    if not any(p in _TO_KEYS for p in parts):
         return None
-    if len(parts) == 1 and name not in ("value", "values", "wv", "Wv", "xv"):
+    if len(parts) == 1 and name not in ("v", "V", "value", "values", "wv", "Wv", "xv"):
         return None
     return "_".join(_TO_KEYS.get(p, p) for p in parts)
 
@@ -1546,7 +1557,13 @@ KINDS: tuple[Kind, ...] = (
             "the wrong one.",
             "条件表达式的判断被省掉了：无论什么输入都走同一个分支（把 `a if c else b` 写成了 `b`），于是本该走另一个"
             "分支的输入（float64 的输入、某种特殊情况）走错了。"), _branch_always),
+    Kind("abs_missing", _T("an absolute value left out", "漏掉了绝对值"),
+         _T("An absolute value is left out: `(i - j).abs()` written as `i - j`, so a distance keeps its sign and "
+            "everything on one side counts as near (a two-sided window that lets every later key in).",
+            "漏掉了绝对值：把 `(i - j).abs()` 写成了 `i - j`，于是距离带着符号，某一侧的所有位置都被当作“近”"
+            "（双向窗口放进了所有之后的 key）。"), _abs_missing),
 )
+
 
 
 
