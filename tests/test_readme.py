@@ -239,12 +239,18 @@ class Result:
         return " ".join(self.out.split())
 
 
+# the examples run in threads while pytest sets and unsets PYTEST_CURRENT_TEST in os.environ: read once,
+# here, in the main thread (iterating os.environ while another thread changes it raises KeyError)
+_BASE_ENV = {k: v for k, v in os.environ.items()
+             if k not in ("ATTN_DRILL_LANG", "ATTN_DRILL_BANK", "FORCE_COLOR", "CLICOLOR_FORCE", "PYTEST_ADDOPTS",
+                          "PYTEST_CURRENT_TEST")}
+
+
 def _env(home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATTN_DRILL_LANG", "ATTN_DRILL_BANK", "FORCE_COLOR", "CLICOLOR_FORCE", "PYTEST_ADDOPTS")}
+    env = dict(_BASE_ENV)
     env.update(NO_COLOR="1", COLUMNS="100", LINES="40", TERM="dumb", PYTHONUNBUFFERED="1",
                XDG_CONFIG_HOME=str(home / "config"), ATTN_DRILL_HOME=str(home / "progress"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), _BASE_ENV.get("PYTHONPATH")])))
     return env
 
 
