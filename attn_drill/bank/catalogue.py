@@ -1568,8 +1568,11 @@ KINDS: tuple[Kind, ...] = (
 
 
 # Kinds whose candidates can give the very same outputs on every case (a bound one too far is a length
-# one too large): where candidates of two or more of them fit and of no other, the name is the family's
+# one too large; tril for triu is a comparison written the other way): where candidates of two or more
+# kinds of one family fit and of no other, the name is the family's, whose words are true of each
 OFF_BY_ONE = ("boundary_off_by_one", "one_extra", "one_missing", "diagonal_off_by_one", "constant_off_by_one")
+MEMBERS = {"off_by_one": OFF_BY_ONE, "mask_transposed": ("triangle_swapped", "broadcast_axis"),
+           "wrong_branch": ("condition_inverted", "branch_always")}
 
 
 def _no_edit(node, sizes=()):
@@ -1587,27 +1590,24 @@ FAMILIES: dict[str, Kind] = {
                           "某个下标、长度、位置或边界差了一：该用 `<=` 的地方用了 `<`（或反之），该用 n + 1 的地方"
                           "用了 n，或掩码的对角线偏了一位；这些写法在这里给出相同的数值，用例分辨不出是哪一种。"
                           "结果多含或少含了一个元素。"), _no_edit),
+    "mask_transposed": Kind(
+        "mask_transposed", _T("the mask transposed (the other triangle kept)", "掩码转置了（保留了另一个三角）"),
+        _T("The mask is the transpose of the right one: it keeps key j for query i where it should keep key i "
+           "for query j (tril for triu, a comparison of positions written the other way, or its two sides' new "
+           "axes swapped; these give the same numbers here), so the future is kept and the past hidden.",
+           "掩码是正确掩码的转置：本应对 query j 保留 key i，却对 query i 保留了 key j（tril 与 triu 用反、位置比较"
+           "的方向写反，或比较两边新增的轴互换了；这些写法在这里给出相同的数值），于是保留了未来、遮住了过去。"),
+        _no_edit),
+    "wrong_branch": Kind(
+        "wrong_branch", _T("a conditional taking the wrong branch", "条件表达式走错了分支"),
+        _T("A conditional takes the wrong branch for some inputs: its condition inverted, or left out so that "
+           "one branch is taken always (these give the same numbers here). Check what the condition tests and "
+           "which inputs should take each branch (a float64 input, a special case).",
+           "条件表达式对某些输入走错了分支：条件取反了，或者条件被省掉而总是走同一个分支（这些写法在这里给出相同的"
+           "数值）。检查条件判断的是什么，以及哪些输入应当走哪个分支（float64 的输入、某种特殊情况）。"),
+        _no_edit),
 }
-FAMILIES["mask_transposed"] = Kind(
-    "mask_transposed", _T("the mask transposed (the other triangle kept)", "掩码转置了（保留了另一个三角）"),
-    _T("The mask is the transpose of the right one: it keeps key j for query i where it should keep key i "
-       "for query j (tril for triu, a comparison of positions written the other way, or its two sides' new "
-       "axes swapped; these give the same numbers here), so the future is kept and the past hidden.",
-       "掩码是正确掩码的转置：本应对 query j 保留 key i，却对 query i 保留了 key j（tril 与 triu 用反、位置比较"
-       "的方向写反，或比较两边新增的轴互换了；这些写法在这里给出相同的数值），于是保留了未来、遮住了过去。"),
-    _no_edit)
-FAMILIES["wrong_branch"] = Kind(
-    "wrong_branch", _T("a conditional taking the wrong branch", "条件表达式走错了分支"),
-    _T("A conditional takes the wrong branch for some inputs: its condition inverted, or left out so that "
-       "one branch is taken always (these give the same numbers here). Check what the condition tests and "
-       "which inputs should take each branch (a float64 input, a special case).",
-       "条件表达式对某些输入走错了分支：条件取反了，或者条件被省掉而总是走同一个分支（这些写法在这里给出相同的"
-       "数值）。检查条件判断的是什么，以及哪些输入应当走哪个分支（float64 的输入、某种特殊情况）。"),
-    _no_edit)
-# Kinds of one family: where candidates of two or more of them fit and of no other, the family's words
-FAMILY_OF = {**{k: "off_by_one" for k in OFF_BY_ONE}, "triangle_swapped": "mask_transposed",
-             "broadcast_axis": "mask_transposed", "condition_inverted": "wrong_branch",
-             "branch_always": "wrong_branch"}
+FAMILY_OF = {kind: family for family, kinds in MEMBERS.items() for kind in kinds}
 
 KIND = {k.id: k for k in (*KINDS, *FAMILIES.values())}
 
