@@ -79,7 +79,8 @@ class JudgeClient:
         self._ask(protocol.Sandbox(action="open", scratch=str(scratch)), 60)
 
     def scrub_sandbox(self, scratch) -> int:
-        """End every process left running in the OS sandbox of a scratch folder (its zygote stays)."""
+        """End every process left running in the OS sandbox of a scratch folder (its zygote stays), and
+        make its in-memory /submission again from the scratch folder."""
         return int(self._ask(protocol.Sandbox(action="scrub", scratch=str(scratch)), 60).get("killed") or 0)
 
     def close_sandbox(self, scratch=None) -> None:

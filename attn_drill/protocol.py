@@ -70,7 +70,7 @@ class Questions(Request):
 @dataclass
 class Sandbox(Request):
     """Start (`open`) or end (`close`; all of them: `scratch` None) the OS sandbox of a scratch folder,
-    or end every process a student's code left running in it (`scrub`)."""
+    or end every process a student's code left running in it and copy its folder in again (`scrub`)."""
     op = "sandbox"
     action: str = "open"                  # open | scrub | close
     scratch: str | None = None

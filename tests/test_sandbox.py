@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attn_drill.judge import sandbox
+from inside import alive, descendants, sandbox_root
 
 OK, WHY = sandbox.available()
 needs_sandbox = pytest.mark.skipif(not OK, reason=f"no OS sandbox here: {WHY}")
@@ -44,6 +45,17 @@ script = ("while true; do echo x >> /submission/heartbeat; echo pwned > %s 2>/de
 attempt("fork_exec", lambda: _posixsubprocess.fork_exec(
     [b"/bin/sh", b"-c", script.encode()], [b"/bin/sh"], True, (), None, None,
     -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None, None, -1, None, False))
+def fill(path):
+    with open(path, "wb") as fh:
+        for _ in range(40):
+            fh.write(b"x" * (8 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return os.path.getsize(path)
+attempt("write_handed_in", lambda: open("/handed-in/planted.py", "w").write("pwned"))
+attempt("fill_submission", lambda: fill("/submission/big.bin"))
+if os.path.exists("/submission/big.bin"):
+    os.unlink("/submission/big.bin")
 with open("/submission/seen.json", "w") as fh:
     json.dump(seen, fh)
 '''
@@ -75,6 +87,7 @@ def test_a_hostile_student_changes_nothing_outside_its_copy(tmp_path):
             f"{str(out / 'summary.json')!r}, {str(bank.reference_path('mhsa'))!r}, {listener.getsockname()[1]}\n"
             + HOSTILE)
     (scratch / "mallory.py").write_text(code)
+    host_copy = _fingerprint(scratch)
     argv, env = sandbox.command(scratch)
     zyg = Zygote().spawn(argv, env)
     room = zyg.open()
@@ -82,13 +95,17 @@ def test_a_hostile_student_changes_nothing_outside_its_copy(tmp_path):
     room.call({"op": "load", "path": room.path, "forbidden": [], "hidden": [], "writable": None,
                "folders": [sandbox.INSIDE], "budget": 60.0})
     time.sleep(0.5)                                      # the spawned loop runs meanwhile
+    inside = sandbox_root(zyg.proc.pid) / sandbox.INSIDE.lstrip("/")   # the sandbox's view, read from outside
+    seen = json.loads((inside / "seen.json").read_text())
+    beats = (inside / "heartbeat").stat().st_size if (inside / "heartbeat").exists() else 0
+    running = descendants(zyg.proc.pid)
     room.close()
     zyg.close()                                          # the sandbox ends: every process in it with it
-    seen = json.loads((scratch / "seen.json").read_text())
-    beats = (scratch / "heartbeat").stat().st_size if (scratch / "heartbeat").exists() else 0
     time.sleep(0.5)
-    beats_after = (scratch / "heartbeat").stat().st_size if (scratch / "heartbeat").exists() else 0
-    assert beats_after == beats, "a process of the sandbox outlived it"
+    assert not [p for p in running if alive(p)], "a process of the sandbox outlived it"
+    assert _fingerprint(scratch) == host_copy, "the host's copy of the student's files changed"
+    assert seen["write_handed_in"].startswith("refused"), seen
+    assert seen["fill_submission"] == "refused: OSError", seen        # /submission is capped, in memory
     assert {p: _fingerprint(p) for p in (bob, out)} == before, seen
     assert secret.read_text() == "the answer key\n"
     assert not (tmp_path / "scratch" / "escaped.txt").exists() and not (tmp_path / "scratch" / "escaped_dir").exists()

@@ -33,6 +33,7 @@ from attn_drill.bank import policy
 from attn_drill.cli import app
 from attn_drill.judge import sandbox
 from attn_drill.verbs.scratch import copy_folder
+from inside import alive, descendants, sandbox_root
 
 ROOT = Path(__file__).resolve().parent.parent
 MHSA = (ROOT / "reference" / "mhsa.py").read_text()
@@ -871,7 +872,9 @@ _posixsubprocess.fork_exec([b"/bin/sh", b"-c", script.encode()], [b"/bin/sh"], T
 @needs_sandbox
 def test_no_student_process_survives_into_the_next_copy(tmp_path):
     """A process started natively in the sandbox (past every Python-level guard) keeps planting a link
-    toward a host file; scrub ends it before the next copy, and the copy would not follow it anyway."""
+    toward a host file in its folder; the host's copy is read-only in the sandbox, so the next copy
+    is made where nothing of the student's reaches, and scrub ends the process and makes the
+    student's folder in the sandbox again from that copy."""
     from attn_drill.judge.rooms import Zygote
     scratch, src = tmp_path / "scratch", tmp_path / "student"
     scratch.mkdir(), src.mkdir()
@@ -887,18 +890,24 @@ def test_no_student_process_survives_into_the_next_copy(tmp_path):
         room.call({"op": "load", "path": room.path, "source": (scratch / "mallory.py").read_text(),
                    "forbidden": [], "hidden": [], "writable": None, "budget": 60.0})
         room.close()
-        beat = scratch / "heartbeat"
+        inside = sandbox_root(zyg.proc.pid) / sandbox.INSIDE.lstrip("/")
+        beat = inside / "heartbeat"
         deadline = time.monotonic() + 30
         while not (beat.exists() and beat.stat().st_size > 10) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert beat.exists(), "the planted process never ran: the test proves nothing"
+        assert (inside / "gqa.py").is_symlink(), "the link was never planted: the test proves nothing"
+        running = descendants(zyg.proc.pid)
+        copy_folder(src, scratch)                       # while the planter runs
         assert zyg.scrub() >= 1
-        size = beat.stat().st_size
         time.sleep(0.5)
-        assert beat.stat().st_size == size, "a student process outlived the scrub"
-        copy_folder(src, scratch)
+        assert not beat.exists(), "the student's folder in the sandbox was not made again"
+        assert not [p for p in set(running) - set(descendants(zyg.proc.pid)) if alive(p)]
+        assert len([p for p in descendants(zyg.proc.pid) if alive(p)]) <= 3, "a student process outlived the scrub"
         assert victim.read_text() == "host file"
         assert (scratch / "gqa.py").read_text() == "the next problem\n" and not (scratch / "gqa.py").is_symlink()
+        assert not (inside / "gqa.py").is_symlink() and (inside / "gqa.py").read_text() == "the next problem\n"
+        assert not (inside / "mallory.py").exists()
     finally:
         zyg.close()
 
@@ -922,9 +931,10 @@ def test_a_process_limit_caps_what_a_sandbox_may_start(tmp_path):
 
 
 @needs_sandbox
-@pytest.mark.parametrize("where", ["/tmp", "/dev/shm"])
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm", "/submission"])
 def test_the_sandboxs_memory_backed_folders_are_bounded(tmp_path, monkeypatch, where):
-    """/tmp counts against the memory limit; /dev/shm (half the host's memory otherwise) is tiny."""
+    """/tmp counts against the memory limit; /dev/shm (half the host's memory otherwise) is tiny; the
+    student's folder is in memory too, capped, and never the host's disk."""
     from attn_drill import rules
     from attn_drill.judge.rooms import Zygote
     monkeypatch.setenv(rules.MEMORY_ENV, "0.25")
@@ -933,7 +943,8 @@ def test_the_sandboxs_memory_backed_folders_are_bounded(tmp_path, monkeypatch, w
     (scratch / "fill.py").write_text(
         f"import os\nfd = os.open('{where}/fill', os.O_WRONLY | os.O_CREAT)\nwritten = 0\n"
         "try:\n    while written < 600 << 20:\n        written += os.write(fd, b'x' * (1 << 20))\n"
-        "except OSError:\n    pass\nopen('/submission/written', 'w').write(str(written))\n")
+        f"except OSError:\n    pass\nos.close(fd)\nos.unlink('{where}/fill')\n"
+        "open('/submission/written', 'w').write(str(written))\n")
     argv, env = sandbox.command(scratch)
     zyg = Zygote().spawn(argv, env)
     try:
@@ -942,9 +953,11 @@ def test_the_sandboxs_memory_backed_folders_are_bounded(tmp_path, monkeypatch, w
         room.call({"op": "load", "path": room.path, "source": (scratch / "fill.py").read_text(),
                    "forbidden": [], "hidden": [], "writable": None, "budget": 60.0})
         room.close()
+        written = int((sandbox_root(zyg.proc.pid) / sandbox.INSIDE.lstrip("/") / "written").read_text())
     finally:
         zyg.close()
-    assert int((scratch / "written").read_text()) <= (0.25 * (1 << 30) if where == "/tmp" else sandbox.SHM_BYTES)
+    cap = {"/tmp": 0.25 * (1 << 30), "/dev/shm": sandbox.SHM_BYTES, "/submission": sandbox.SUBMISSION_BYTES}[where]
+    assert 0 < written <= cap
 
 
 # ---------------------------------------------------------------- 5. the fallback

@@ -3,12 +3,15 @@
 
 Inside, a room's zygote sees: a read-only view of the system libraries and of the Python that runs
 attn-drill (its site-packages and this package's code, with the problem bank hidden); the student's
-scratch copy as the only writable folder (at /submission); a private /dev and /proc (a new pid
-namespace: no other process is visible) and a private /tmp in memory whose size counts against the
-memory limit; no network (a new network namespace); no capabilities; at most MAX_TASKS processes and
-threads (ProcessLimit). Between two problems of a student every process left in the sandbox is
-killed (the zygote's `scrub`); when the sandbox's zygote ends, the kernel ends every process left in
-its pid namespace, so nothing a student started outlives their grading.
+files, read-only, at /handed-in (the host's scratch copy: only the host writes it); the folder the
+code runs in, /submission, an in-memory copy of those files of at most SUBMISSION_BYTES that the
+zygote makes again before each problem (nothing written there reaches the host's disk); a private
+/dev and /proc (a new pid namespace: no other process is visible) and a private /tmp in memory whose
+size counts against the memory limit; no network (a new network namespace); no capabilities; at
+most MAX_TASKS processes and threads (ProcessLimit). Between two problems of a student every process
+left in the sandbox is killed and /submission made again (the zygote's `scrub`); when the sandbox's
+zygote ends, the kernel ends every process left in its pid namespace, so nothing a student started
+outlives their grading.
 
 Where bwrap is missing or user namespaces are off, `available()` says why, and `grade` refuses to go
 on unless asked for `--no-sandbox`, which grades with process separation and Python-level guards only
@@ -25,8 +28,8 @@ import sysconfig
 from pathlib import Path
 
 from .. import rules
-
-INSIDE = "/submission"
+from ..room.zygote import HANDED_IN  # noqa: F401 - the sandbox's paths, where the zygote expects them
+from ..room.zygote import SUBMISSION as INSIDE
 PKG = Path(__file__).resolve().parent.parent      # the attn_drill package
 MAX_TASKS = 256                                   # processes and threads in one sandbox
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")   # cgroup v1's pids hierarchy, or the v2 tree
@@ -53,6 +56,7 @@ def available() -> tuple[bool, str]:
 
 
 SHM_BYTES = 1 << 20
+SUBMISSION_BYTES = 128 << 20   # /submission: the largest copy made (scratch.MAX_FOLDER_BYTES) and room to write
 
 
 def _ro_paths() -> list[str]:
@@ -99,7 +103,10 @@ def command(scratch: Path) -> tuple[list[str], dict]:
     for hidden in bank_dirs():
         if os.path.isdir(hidden) and hidden.startswith(str(PKG) + os.sep):
             args += ["--tmpfs", hidden]                 # ...or, in an installed wheel, is hidden here
-    args += ["--bind", str(scratch), INSIDE, "--chdir", INSIDE]
+    # the host's copy is never writable inside: a link or file planted there cannot redirect the next
+    # copy; the code writes to an in-memory /submission the zygote fills from it (room/zygote.stage)
+    args += ["--ro-bind", str(scratch), HANDED_IN, "--size", str(SUBMISSION_BYTES), "--tmpfs", INSIDE,
+             "--chdir", INSIDE]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp",
            "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8", rules.MEMORY_ENV: str(rules.memory_gb())}
     return [*args, "--clearenv", *sum((["--setenv", k, v] for k, v in env.items()), [])], env

@@ -71,7 +71,7 @@ class Server:
         if req.action == "open":
             if req.scratch not in self.sandboxes:
                 self._open_sandbox(req.scratch)
-        elif req.action == "scrub":       # before a student's folder is copied in again: nothing of theirs runs
+        elif req.action == "scrub":       # before each problem: nothing of theirs runs, their folder afresh
             zyg = self.sandboxes.get(req.scratch)
             return {"ok": True, "killed": zyg.scrub() if zyg is not None else 0}
         else:

@@ -15,7 +15,7 @@ Control requests, one JSON object per datagram on a SOCK_SEQPACKET socket:
                                   starts again from now
   {"op": "scrub"}                -> {"killed"}: in a sandbox only (its own pid namespace), every process but
                                   this one, its ancestors and its spare room is killed (what a student's code
-                                  left running), and reaped
+                                  left running), and reaped; then /submission is made again from /handed-in
   {"op": "quit"} or end of stream -> every room killed, exit
 """
 from __future__ import annotations
@@ -26,6 +26,9 @@ import signal
 import socket
 import sys
 import time
+
+SUBMISSION = "/submission"    # in a sandbox: where the code runs, an in-memory folder of the sandbox's own
+HANDED_IN = "/handed-in"      # in a sandbox: the host's copy of the student's files, read-only
 
 
 def _warm_steps():
@@ -85,6 +88,8 @@ def serve(control: socket.socket, blocks: bool = True, contained: bool = False) 
     os.environ.setdefault("MPLBACKEND", "Agg")
     if blocks:
         guards.install_dispatch_blocks()
+    if contained:
+        _stage()
     rooms: set[int] = set()
     released: dict[int, float] = {}     # pid -> when to kill it if it has not ended by itself
     warming = None
@@ -140,7 +145,11 @@ def serve(control: socket.socket, blocks: bool = True, contained: bool = False) 
                                         {"rss": None, "hwm": None}).encode())
             elif op == "scrub":
                 keep = {spare[0]} if spare is not None else set()
-                control.send(json.dumps({"killed": _scrub(keep, rooms) if contained else 0}).encode())
+                killed = 0
+                if contained:
+                    killed = _scrub(keep, rooms)
+                    _stage()                     # nothing of the student's runs now: their folder afresh
+                control.send(json.dumps({"killed": killed}).encode())
             elif op == "quit":
                 break
     finally:
@@ -202,6 +211,25 @@ def _scrub(keep: set, rooms: set) -> int:
         except ChildProcessError:
             break
     return killed
+
+
+def _stage() -> None:
+    """Empty /submission (a link is removed, never followed) and copy /handed-in into it. The host
+    writes only /handed-in, which nothing in the sandbox can write: what a student's code planted
+    stays in the sandbox's memory and is gone here."""
+    import shutil
+    for entry in os.scandir(SUBMISSION):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:
+        shutil.copytree(HANDED_IN, SUBMISSION, symlinks=True, dirs_exist_ok=True)
+    except (OSError, shutil.Error) as exc:
+        print(f"attn-drill: the student's files could not be copied into the sandbox: {exc}", file=sys.stderr)
 
 
 def _kill(pid: int, rooms: set) -> None:

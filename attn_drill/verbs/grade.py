@@ -317,9 +317,9 @@ class Batch:
 
     def _grade_one(self, student: str, pid: str, client, folder: Path, original: Path,
                    shown: str) -> Cell | None:
+        skipped = copy_folder(original.parent, folder)   # read-only in the sandbox: nothing there can change it
         if self.sandboxed:
-            client.scrub_sandbox(folder)      # nothing the student's code left running sees the copy being made
-        skipped = copy_folder(original.parent, folder)
+            client.scrub_sandbox(folder)      # every process of the student ended, and their folder copied afresh
         if original.name in skipped:          # a link, or too large: not graded, and said so
             why = t(f"grade.skipped_{skipped[original.name]}", file=shown, mib=MAX_FILE_BYTES >> 20)
             return _error_cell(student, pid, "error", why, shown, why)

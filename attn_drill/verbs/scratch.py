@@ -4,7 +4,8 @@ Regular files only, no caches, within size caps. Built so that no link can redir
 is opened with O_NOFOLLOW (a symbolic link is skipped, never read through), and the copy is written
 with directory file descriptors, each name created afresh (O_CREAT | O_EXCL | O_NOFOLLOW): a link
 planted in the scratch folder, even while the copy runs, makes that one file fail, never a write
-elsewhere. `grade` also ends every process in the student's sandbox before it copies.
+elsewhere. In the OS sandbox the scratch folder is mounted read-only (the code runs in an in-memory
+copy the sandbox makes of it), so nothing a student's code does can touch it.
 """
 from __future__ import annotations
 
