@@ -1,5 +1,6 @@
-"""Cases for `mha_unit_test`: the user's test must pass a correct MultiHeadSelfAttention and fail
-each of the grader's wrong ones (probes/mha_unit_test.py runs it). The official module handed to the
+"""Cases for `mha_unit_test`: the user's test must pass two correct MultiHeadSelfAttentions (one
+computed as the official module does, one rounding once from float64: a test must allow float32's
+rounding) and fail each of the grader's wrong ones (probes/mha_unit_test.py runs it). The official module handed to the
 test records how it was built and called, so a test that fails on correct code can be told apart
 (weights not copied, batch_first missing, mask convention not inverted). The test runs once per
 implementation, each run in a room opened for it: nothing it keeps (a counter of its calls) can tell
@@ -62,9 +63,21 @@ def _why_fails_on_correct(obs):
 
 
 def passes_correct(sub, ref, case):
-    """sub: the probe `run_test` with the correct implementation."""
+    """sub: the probe `run_test` with a correct implementation (`precise`: one whose float32 results
+    differ from the official module's in the last bits)."""
     if sub["error"] is not None:
-        return [_why_fails_on_correct(sub)]
+        why = _why_fails_on_correct(sub)
+        if case.probe_args.get("precise") and why.mistake is None and sub["impl_calls"] and sub["official_calls"]:
+            first = sub["error"]
+            return [Failure(pick(f"your test fails on a correct implementation that rounds differently from the "
+                                 f"official module ({first}): in float32 two correct implementations differ in the "
+                                 f"last bits, about 1e-7; compare in float64 (.double() both modules and x) at about "
+                                 f"1e-9, or in float32 at about 1e-5",
+                                 f"你的测试在一个舍入方式与官方模块不同的正确实现上失败了（{first}）：在 float32 下，"
+                                 f"两个正确实现的结果在最后几位上会有约 1e-7 的差别；请在 float64 下比较（两个模块和 x "
+                                 f"都 .double()），容差约 1e-9，或在 float32 下用约 1e-5 的容差"),
+                            mistake="tolerance_too_tight")]
+        return [why]
     if not sub["impl_calls"] or not sub["official_calls"]:
         return [Failure(pick("your test passed without calling both modules; build attention_cls and official_cls "
                              "and compare their outputs",
@@ -109,7 +122,10 @@ def cases(ctx: Ctx) -> list[Case]:
     """The test is run once per implementation, each time in a room opened for it (fresh=True)."""
     out = [Case(name="passes_correct_mhsa", target="check_against_official", grad=False, probe="run_test",
                 probe_args={"bug": None}, check=passes_correct, fresh=True,
-                note="a correct MultiHeadSelfAttention: the test must return")]
+                note="a correct MultiHeadSelfAttention: the test must return"),
+           Case(name="passes_correct_rounded", target="check_against_official", grad=False, probe="run_test",
+                probe_args={"bug": None, "precise": True}, check=passes_correct, fresh=True,
+                note="a correct MultiHeadSelfAttention rounding once from float64: the test must return")]
     for bug in NON_MASK_BUGS + MASK_BUGS:
         out.append(Case(name=f"catches_{bug}", target="check_against_official", grad=False, probe="run_test",
                         probe_args={"bug": bug}, check=catches, fresh=True,

@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from attn_drill.room import kit
 
@@ -14,8 +15,10 @@ _REAL_MHA = nn.MultiheadAttention
 NON_MASK_BUGS = ("softmax_query_axis", "missing_scale", "split_heads_direct_view", "merge_heads_without_transpose")
 MASK_BUGS = ("padding_mask_ignored", "padding_mask_inverted", "attn_mask_ignored", "attn_mask_true_means_blocked")
 
-def make_mhsa(bug: str | None = None, calls: list | None = None):
-    """A MultiHeadSelfAttention with the interface of `mhsa`, correct or with one known bug."""
+def make_mhsa(bug: str | None = None, calls: list | None = None, precise: bool = False):
+    """A MultiHeadSelfAttention with the interface of `mhsa`, correct or with one known bug. `precise`:
+    correct, computed in float64 and rounded once to the input's dtype, so in float32 its last bits
+    differ from the official module's (as two correct float32 implementations' do)."""
 
     class MultiHeadSelfAttention(nn.Module):
         def __init__(self, hidden_dim, num_heads, dropout=0.1):
@@ -31,7 +34,11 @@ def make_mhsa(bug: str | None = None, calls: list | None = None):
                               "attn_mask": attn_mask})
             B, L, E = x.shape
             H, D = self.num_heads, self.head_dim
-            q, k, v = self.qkv_proj(x).split(E, dim=-1)              # 3 x (B, L, E)
+            dtype = x.dtype
+            w_qkv, w_out = self.qkv_proj.weight, self.out_proj.weight
+            if precise:
+                x, w_qkv, w_out = x.double(), w_qkv.double(), w_out.double()
+            q, k, v = F.linear(x, w_qkv).split(E, dim=-1)             # 3 x (B, L, E)
             if bug == "split_heads_direct_view":
                 q, k, v = (t.reshape(B, H, L, D) for t in (q, k, v))  # wrong: mixes positions and heads
             else:
@@ -53,7 +60,7 @@ def make_mhsa(bug: str | None = None, calls: list | None = None):
                 out = out.reshape(B, L, E)
             else:
                 out = out.transpose(1, 2).reshape(B, L, E)             # (B, L, E)
-            return self.out_proj(out)
+            return F.linear(out, w_out).to(dtype)
 
     return MultiHeadSelfAttention       # every version looks the same from outside: only its outputs differ
 
@@ -119,7 +126,7 @@ def run_test(p):
     the test cannot tell by what it kept from an earlier call which implementation it is given."""
     test = p.target
     calls, records, returned = [], [], []
-    exc = _run(test, make_mhsa(p.args.get("bug"), calls), records, returned)
+    exc = _run(test, make_mhsa(p.args.get("bug"), calls, bool(p.args.get("precise"))), records, returned)
     said = str(exc).splitlines()[0][:200] if exc is not None and str(exc) else ""
     return {"error": None if exc is None else f"{type(exc).__name__}: {said}", "returned": returned,
             **_summary(calls, records)}

@@ -588,7 +588,8 @@ def test_the_docs_have_examples_to_run():
 
 @pytest.fixture(scope="module")
 def results(request, tmp_path_factory):
-    """Run every example this session selected, PARALLEL at a time; {plan key: Future[Result]}."""
+    """Run every example this session selected, PARALLEL at a time; {plan key: Future[Result]}. Under
+    xdist every test process sees the whole selection, so the examples are one xdist group: run once."""
     selected = [item.callspec.params["example"] for item in request.session.items
                 if item.module is sys.modules[__name__] and hasattr(item, "callspec")
                 and "example" in item.callspec.params]
@@ -606,6 +607,7 @@ def results(request, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("readme")     # one test process runs them all: `results` starts every selected example
 @pytest.mark.parametrize("example", RUNNABLE, ids=lambda e: e.id)
 def test_example(example: Example, results):
     p = plan(example)
