@@ -158,3 +158,26 @@ def test_attention_weights_localise_the_mistake(client):
     assert not before["matches"] and before["max"] > 1e-3 and before["diff"]
     after = grade(client, "after_softmax").first_failure().detail["weights"]  # 2 * v: weights are right
     assert after["matches"]
+
+
+@pytest.mark.parametrize("twin", [True, False])
+def test_a_dtype_hint_only_where_the_dtype_is_all_that_differs(twin):
+    """Only the float32 case fails: a precision hint when a float64 case has the same call, else the
+    pattern alone (the float32 case may merely be the one with more beams)."""
+    import torch
+
+    from attn_drill.bank.api import Case
+    from attn_drill.judge.symptoms import across_cases
+    from attn_drill.results import CaseResult
+    x = torch.zeros(2, 3)
+
+    def case(name, dtype, beams):
+        return Case(name=name, target="search", inputs={"x": x}, kwargs={"beams": beams}, dtype=dtype)
+    cases = [case("a_fp64", torch.float64, 2), case("b_fp64", torch.float64, 3),
+             case("c_fp32", torch.float32, 2 if twin else 4)]
+    results = [CaseResult("a_fp64", "pass", forward="pass"), CaseResult("b_fp64", "pass", forward="pass"),
+               CaseResult("c_fp32", "fail", forward="fail")]
+    said = across_cases(results, cases)
+    assert said is not None and said.id == "only_fp32"
+    assert ("precision problem" in said.en) == twin and ("精度" in said.zh) == twin
+    assert twin or "not a clue" in said.en

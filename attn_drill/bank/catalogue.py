@@ -145,11 +145,14 @@ def _scale_inverted(node, sizes=()):
         yield lambda: ast.BinOp(node.left, ast.Mult(), node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _num(node.right) == -0.5:
         yield lambda: ast.BinOp(node.left, ast.Pow(), ast.Constant(0.5))
-    # a given multiplier (`scale * s`, `s * self.scaling`) divided by instead
+    # a given multiplier (`scale * s`, `s * self.scaling`) divided by instead: a form of its own, so
+    # every use of the multiplier (forward and backward) is also edited at once, the default left be
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         for mine, other in ((node.left, node.right), (node.right, node.left)):
             if _name(mine) in _SCALE_NAMES and isinstance(mine, (ast.Name, ast.Attribute)):
-                yield lambda mine=mine, other=other: ast.BinOp(other, ast.Div(), mine)
+                def divided_by_given_scale(mine=mine, other=other):
+                    return ast.BinOp(other, ast.Div(), mine)
+                yield divided_by_given_scale
                 break
 
 
@@ -1614,6 +1617,10 @@ KIND = {k.id: k for k in (*KINDS, *FAMILIES.values())}
 
 # --------------------------------------------------------------------------- candidates
 
+_VALUE_ARGS = {"v", "V", "value", "values"}
+_QUERY_ARGS = {"q", "Q", "query", "queries"}
+
+
 def _sizes(tree: ast.Module) -> dict[int, list[str]]:
     """For each function (by its first line), the size-like names it reads or binds: D, E, self.head_dim."""
     out = {}
@@ -1624,6 +1631,13 @@ def _sizes(tree: ast.Module) -> dict[int, list[str]]:
                 d = _dimlike(n)
                 if d and d not in names and not d.startswith("torch."):
                     names.append(d)
+            # the sizes a scale is often taken from by mistake, unnamed in the reference: the value's
+            # head size (Dv for D) and the query's length
+            for a in fn.args.args:
+                if a.arg in _VALUE_ARGS:
+                    names.append(f"{a.arg}.shape[-1]")
+                elif a.arg in _QUERY_ARGS:
+                    names.append(f"{a.arg}.shape[-2]")
             out[fn.lineno] = names
     return out
 

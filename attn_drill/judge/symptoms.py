@@ -270,6 +270,27 @@ def traits_of(case) -> set[str]:
     return out
 
 
+def _layout(value):
+    """A case's data with each tensor reduced to its shape: what two cases alike but for a dtype share."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape))
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _layout(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_layout(v) for v in value)
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return type(value).__name__
+
+
+def dtype_twins(cf, cp, dtypes: set) -> bool:
+    """Two cases alike but for their dtype: the same call, the same arguments (tensors by shape) and
+    the same other traits."""
+    return (cf.target, cf.probe, _layout(cf.inputs), _layout(cf.kwargs), _layout(cf.init), _layout(cf.probe_args)) \
+        == (cp.target, cp.probe, _layout(cp.inputs), _layout(cp.kwargs), _layout(cp.init), _layout(cp.probe_args)) \
+        and traits_of(cf) - dtypes == traits_of(cp) - dtypes
+
+
 def across_cases(results: list, cases: list) -> Symptom | None:
     """results and cases in the same order (CaseResult, Case); skipped cases and custom checks left out."""
     pairs = [(r, c) for r, c in zip(results, cases) if r.status in (PASS, FAIL) and not c.is_check]
@@ -291,15 +312,25 @@ def across_cases(results: list, cases: list) -> Symptom | None:
         return None
     common = set.intersection(*(traits_of(c) for _, c in failed))
     only = [t for t in _ONLY if t in common and not any(t in traits_of(c) for _, c in passed)]
+    # a dtype tells the cases apart only where the dtype is all that differs: a failing case and a
+    # passing one with the same arguments and other traits (else the float32 cases may merely be
+    # the ones with more beams, and a precision hint would send the user the wrong way)
+    dtypes = set(_DTYPE_TRAITS.values())
+    hinted = only
+    if not any(dtype_twins(cf, cp, dtypes) for _, cf in failed for _, cp in passed):
+        hinted = [t for t in only if t not in dtypes]
     if not only:
         return None
     # every trait the failing cases share and no passing case has: all of them, if the cases cannot tell
     what = " and ".join(TRAITS.get(t) or _DTYPE_WORDS.get(t, t) for t in only)
     zh_what = "且".join(_ZH_TRAITS.get(t) or _DTYPE_WORDS.get(t, t) for t in only)
-    hint_en = " Or ".join(_ONLY[t][0] for t in only)
-    hint_zh = " 或者，".join(_ONLY[t][1] for t in only)
-    return Symptom("only_" + "_".join(only),
-                   f"the cases that fail are exactly those with {what}; every other case passes. Where to look "
-                   f"first (a guess from that pattern, not a diagnosis): {hint_en}",
-                   spaced(f"失败的恰好是{zh_what}的用例，其余用例都通过。可以先看这里（这是根据该规律的猜测，"
-                          f"不是诊断）：{hint_zh}"))
+    en = f"the cases that fail are exactly those with {what}; every other case passes."
+    zh = f"失败的恰好是{zh_what}的用例，其余用例都通过。"
+    if hinted:
+        en += (" Where to look first (a guess from that pattern, not a diagnosis): "
+               + " Or ".join(_ONLY[t][0] for t in hinted))
+        zh += "可以先看这里（这是根据该规律的猜测，不是诊断）：" + " 或者，".join(_ONLY[t][1] for t in hinted)
+    else:
+        en += " Those cases differ from the passing ones in more than their dtype, so this is a pattern, not a clue."
+        zh += "这些用例与通过的用例之间不只是 dtype 不同，所以这只是一个规律，不是线索。"
+    return Symptom("only_" + "_".join(only), en, spaced(zh))
