@@ -214,3 +214,11 @@ def test_an_absolute_value_left_out_and_a_softmax_over_an_axis_from_the_front():
     assert "return (d) < w" in _changed("def f(d, w):\n    return torch.abs(d) < w\n", "abs_missing")
     axes = _changed("def f(s):\n    return torch.softmax(s, dim=-1)\n", "softmax_axis")
     assert {"return (torch.softmax(s, dim=-2))", "return (torch.softmax(s, dim=1))"} <= axes, axes
+
+
+def test_two_indices_compared_the_wrong_way_round():
+    """`j > r` of two plain names: `j < r`; positions laid along two axes stay triangle_swapped's."""
+    assert "if causal and (j < r):" in _changed("def f(j, r, causal):\n    if causal and j > r:\n        return 0\n"
+                                               "    return 1\n", "indices_reversed")
+    assert not _changed("def f(q, k):\n    return q[:, None] >= k[None, :]\n", "indices_reversed")
+    assert not _changed("def f(x, n):\n    return x > 0.5\n", "indices_reversed")

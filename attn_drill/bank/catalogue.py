@@ -340,6 +340,14 @@ def _triangle_swapped(node, sizes=()):
         yield edit
 
 
+def _indices_reversed(node, sizes=()):
+    """j > r -> j < r: two indices (plain names: a block, a step, a device, a position) compared the
+    other way round, so what the comparison guards takes the other side (earlier for later)."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _REVERSED and \
+            isinstance(node.left, ast.Name) and isinstance(node.comparators[0], ast.Name):
+        yield lambda: ast.Compare(node.left, [_REVERSED[type(node.ops[0])]()], node.comparators)
+
+
 def _boundary_off_by_one(node, sizes=()):
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
             isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and \
@@ -1239,6 +1247,13 @@ KINDS: tuple[Kind, ...] = (
             "positions written the other way (`>=` for `<=`), so it keeps the future and hides the past.",
             "掩码保留了另一个三角：tril 和 triu 用反了，或者比较 key 与 query 位置时方向写反了（把 `<=` 写成了 "
             "`>=`），于是保留了未来、遮住了过去。"), _triangle_swapped),
+    Kind("indices_reversed", _T("two indices compared the wrong way round", "两个下标比较的方向反了"),
+         _T("Two indices are compared the wrong way round (`j > r` where `j < r` is meant, or `>=` for `<=`), "
+            "so what the comparison decides goes to the other side: the later blocks, steps or positions "
+            "are taken for the earlier ones and the earlier for the later.",
+            "两个下标比较的方向反了（该写 `j < r` 的地方写成了 `j > r`，或把 `<=` 写成了 `>=`），"
+            "于是这个比较所决定的事落到了另一边：把后面的块、步或位置当成了前面的，前面的当成了后面的。"),
+         _indices_reversed),
     Kind("boundary_off_by_one", _T("a boundary off by one (< vs <=)", "边界差一（< 与 <=）"),
          _T("A comparison is off by one: `<` where `<=` is meant or the reverse (or the bound itself one "
             "too far), so a window, a block, a length or a count includes one too many or too few.",
