@@ -222,3 +222,9 @@ def test_two_indices_compared_the_wrong_way_round():
                                                "    return 1\n", "indices_reversed")
     assert not _changed("def f(q, k):\n    return q[:, None] >= k[None, :]\n", "indices_reversed")
     assert not _changed("def f(x, n):\n    return x > 0.5\n", "indices_reversed")
+
+
+def test_the_query_length_read_for_the_keys_only_where_the_function_has_both():
+    src = "def f(B, L, D, Lk=None):\n    Lk = L if Lk is None else Lk\n    return B * L * Lk * D\n"
+    assert "return B * L * (L) * D" in _changed(src, "twin_swapped")
+    assert not _changed("def f(B, L, D):\n    return B * L * L * D\n", "twin_swapped")

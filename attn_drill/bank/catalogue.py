@@ -1192,9 +1192,13 @@ def _twin_swapped(node, sizes=()):
     """w_b = exp(lse_b - lse) -> exp(lse_a - lse), ds @ k -> ds @ v, dK[j] -> dK[i]: one of a pair of
     like-named values read where the other is meant."""
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        twin = _twin(node.id)
+        twin = _twin(node.id) or next((t for t in _LENGTHS.get(node.id, ()) if t in sizes), None)
         if twin:
             yield lambda: ast.Name(twin, ast.Load())
+
+
+# the query's and the keys' lengths, twins where the function has both (L for Lk, Lq for Lk)
+_LENGTHS = {"L": ("Lk",), "Lq": ("Lk",), "Lk": ("Lq", "L")}
 
 
 def _T(en, zh):
@@ -1566,9 +1570,11 @@ KINDS: tuple[Kind, ...] = (
             "被当作新的部分来加权。"), _rescale_missing),
     Kind("twin_swapped", _T("one of a pair used for the other", "一对变量中用错了一个"),
          _T("One of two like-named values is read where the other is meant: `v` for `k`, `lse_a` for "
-            "`lse_b`, `sin` for `cos`, `x1` for `x2`, a block index `i` for `j`.",
+            "`lse_b`, `sin` for `cos`, `x1` for `x2`, a block index `i` for `j`, the query length for the "
+            "keys' (`L` or `Lq` for `Lk`).",
             "两个名字相近的值用错了一个：该用 `k` 的地方用了 `v`，该用 `lse_b` 的地方用了 `lse_a`，"
-            "`sin` 与 `cos`、`x1` 与 `x2` 混用，或块下标 `i` 与 `j` 混用。"), _twin_swapped),
+            "`sin` 与 `cos`、`x1` 与 `x2` 混用，块下标 `i` 与 `j` 混用，或把 query 的长度当成了 key 的长度"
+            "（用 `L` 或 `Lq` 代替 `Lk`）。"), _twin_swapped),
     Kind("branch_always", _T("one branch of a conditional taken always", "条件表达式总是走同一个分支"),
          _T("A conditional's test is left out: one of its branches is taken for every input (`a if c else b` "
             "written as `b`), so the inputs that needed the other one (a float64 input, a special case) get "
