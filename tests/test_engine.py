@@ -181,3 +181,20 @@ def test_a_dtype_hint_only_where_the_dtype_is_all_that_differs(twin):
     assert said is not None and said.id == "only_fp32"
     assert ("precision problem" in said.en) == twin and ("精度" in said.zh) == twin
     assert twin or "not a clue" in said.en
+
+
+def test_float64_cases_failing_by_precision_alone_keep_their_hint():
+    """No float32 twin of the failing float64 case, but it fails by the precision rule: the hint stays."""
+    import torch
+
+    from attn_drill.bank.api import Case
+    from attn_drill.judge.symptoms import across_cases
+    from attn_drill.results import CaseResult
+    x = torch.zeros(2, 3)
+    cases = [Case(name="a_fp32", target="f", inputs={"x": x}, dtype=torch.float32),
+             Case(name="b_bf16", target="f", inputs={"x": torch.zeros(4, 3)}, dtype=torch.bfloat16),
+             Case(name="c_fp64", target="f", inputs={"x": torch.zeros(5, 3)}, dtype=torch.float64)]
+    failed = CaseResult("c_fp64", "fail", forward="fail", tensor="precision")
+    said = across_cases([CaseResult("a_fp32", "pass", forward="pass"), CaseResult("b_bf16", "pass", forward="pass"),
+                         failed], cases)
+    assert said is not None and said.id == "only_fp64" and "float32 and back" in said.en

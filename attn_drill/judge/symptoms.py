@@ -318,7 +318,10 @@ def across_cases(results: list, cases: list) -> Symptom | None:
     dtypes = set(_DTYPE_TRAITS.values())
     hinted = only
     if not any(dtype_twins(cf, cp, dtypes) for _, cf in failed for _, cp in passed):
-        hinted = [t for t in only if t not in dtypes]
+        # ...unless the failures say it themselves: float64 cases failing by the precision rule only
+        # (float32-level error where float64 is asked) are a float64 input computed in float32
+        said = {"fp64"} if all(r.tensor == "precision" for r, _ in failed) else set()
+        hinted = [t for t in only if t not in dtypes or t in said]
     if not only:
         return None
     # every trait the failing cases share and no passing case has: all of them, if the cases cannot tell
