@@ -228,3 +228,12 @@ def test_the_query_length_read_for_the_keys_only_where_the_function_has_both():
     src = "def f(B, L, D, Lk=None):\n    Lk = L if Lk is None else Lk\n    return B * L * Lk * D\n"
     assert "return B * L * (L) * D" in _changed(src, "twin_swapped")
     assert not _changed("def f(B, L, D):\n    return B * L * L * D\n", "twin_swapped")
+
+
+def test_sizes_unpacked_from_a_shape_in_the_wrong_order():
+    changed = _changed("def f(x):\n    B, H, L, D = x.shape\n    return x.reshape(B, L, H * D)\n",
+                       "shape_read_out_of_order")
+    assert {"B, L, H, D = x.shape", "H, B, L, D = x.shape", "B, H, D, L = x.shape"} == changed, changed
+    # a size never read (Lq here): the swap would only read it for D, which scale_wrong_size says
+    assert not _changed("def f(q):\n    B, H, Lq, D = q.shape\n    return q * D\n", "shape_read_out_of_order")
+    assert not _changed("def f(x):\n    a, b = x.chunk(2)\n    return a\n", "shape_read_out_of_order")

@@ -217,6 +217,10 @@ def _mark_defaults(tree: ast.Module) -> None:
         loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
         for n in loads:
             n._attn_drill_reads = sum(r.id == n.id for r in loads)
+        loaded = {n.id for n in loads}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign):
+                n._attn_drill_loaded = loaded      # the names its function reads (_shape_read_out_of_order)
         a = fn.args
         pos = a.posonlyargs + a.args
         defaults = dict(zip([x.arg for x in pos[len(pos) - len(a.defaults):]], a.defaults))
@@ -761,6 +765,31 @@ def _selection_reversed(node, sizes=()):
         yield lambda: ast.Call(func, node.args, node.keywords)
 
 
+def _shape_read_out_of_order(node, sizes=()):
+    """B, H, L, D = x.shape -> B, L, H, D = x.shape: two neighbouring sizes unpacked from a shape in the
+    other order, so each is used where the other is meant (both read in the function)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+        return
+    value = node.value
+    if not ((isinstance(value, ast.Attribute) and value.attr == "shape") or
+            (_call(value, "size") and _is_method(value) and not value.args)):
+        return
+    names = node.targets[0].elts
+    loaded = getattr(node, "_attn_drill_loaded", set())
+    for i in range(len(names) - 1):
+        a, b = names[i], names[i + 1]
+        if not (isinstance(a, ast.Name) and isinstance(b, ast.Name)) or a.id == b.id:
+            continue
+        if not (a.id in loaded and b.id in loaded):
+            continue     # one of them never read: the swap is the other read where it is meant, another kind's
+
+        def swap(i=i):
+            new = list(names)
+            new[i], new[i + 1] = new[i + 1], new[i]
+            return ast.Assign([ast.Tuple(new, ast.Store())], node.value)
+        yield swap
+
+
 def _sizes_swapped(node, sizes=()):
     """x.view(B, Hkv, G, D) -> x.view(B, G, Hkv, D): two neighbouring sizes of a reshape given in the
     other order (the elements regrouped, the shape the same where the code goes on). The places of one
@@ -1258,6 +1287,12 @@ KINDS: tuple[Kind, ...] = (
             "两个下标比较的方向反了（该写 `j < r` 的地方写成了 `j > r`，或把 `<=` 写成了 `>=`），"
             "于是这个比较所决定的事落到了另一边：把后面的块、步或位置当成了前面的，前面的当成了后面的。"),
          _indices_reversed),
+    Kind("shape_read_out_of_order", _T("sizes unpacked from a shape in the wrong order",
+                                       "从 shape 解包尺寸时顺序错了"),
+         _T("Two sizes are unpacked from a tensor's shape in the wrong order (`B, L, H, D = x.shape` for a "
+            "tensor laid out (B, H, L, D)), so each is used where the other is meant.",
+            "从张量的 shape 解包尺寸时有两个顺序反了（张量布局是 (B, H, L, D)，却写成 `B, L, H, D = x.shape`），"
+            "于是这两个尺寸在用到的地方互相用错了。"), _shape_read_out_of_order),
     Kind("boundary_off_by_one", _T("a boundary off by one (< vs <=)", "边界差一（< 与 <=）"),
          _T("A comparison is off by one: `<` where `<=` is meant or the reverse (or the bound itself one "
             "too far), so a window, a block, a length or a count includes one too many or too few.",
