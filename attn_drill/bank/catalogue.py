@@ -1320,12 +1320,15 @@ KINDS: tuple[Kind, ...] = (
             "只用 reshape（或 view）重排了两个维度，而之前本应先 transpose（或 permute），于是元素顺序错了。"
             "对注意力的头而言：把 (B, L, H·D) 先 view 成 (B, L, H, D) 再 transpose(1, 2)，不要直接 view 成 "
             "(B, H, L, D)；合并头之前也要先转置回来。"), _heads_without_transpose),
-    Kind("kv_tiled", _T("KV heads tiled, not repeated in place", "KV 头被平铺而不是逐个重复"),
-         _T("The KV heads are repeated with `.repeat` (tiling: 0, 1, 0, 1) where each one should be "
-            "repeated in place (`repeat_interleave`: 0, 0, 1, 1), so query head h reads KV head h mod "
-            "Hkv instead of h // G.",
-            "KV 头用 `.repeat` 平铺（0, 1, 0, 1），而应逐个原地重复（`repeat_interleave`：0, 0, 1, 1），"
-            "于是 query 头 h 读到的是 KV 头 h mod Hkv，而不是 h // G。"), _kv_tiled),
+    Kind("kv_tiled", _T("query head h paired with KV head h mod Hkv", "query 头 h 配到了 KV 头 h mod Hkv"),
+         _T("Query head h reads KV head h mod Hkv instead of h // G (consecutive query heads must share a KV "
+            "head). Two ways lead to the same numbers: the KV heads tiled (`.repeat` gives 0, 1, 0, 1 where "
+            "`repeat_interleave` gives 0, 0, 1, 1), or the query heads grouped as (G, Hkv) instead of "
+            "(Hkv, G), or the KV head picked as h % Hkv; fix whichever your code does.",
+            "query 头 h 读取的是 KV 头 h mod Hkv，而不是 h // G（相邻的 query 头应共享同一个 KV 头）。"
+            "有几种写法会得到同样的结果：KV 头被平铺（`.repeat` 得到 0, 1, 0, 1，而 `repeat_interleave` 得到 "
+            "0, 0, 1, 1），或者 query 头按 (G, Hkv) 而不是 (Hkv, G) 分组，或者用 h % Hkv 选 KV 头；"
+            "请改正你的代码里用到的那一种。"), _kv_tiled),
     Kind("activation_missing", _T("an activation (or the gate's sigmoid) missing", "缺少激活函数（或门控的 sigmoid）"),
          _T("An activation is left out (SiLU, GELU, or the sigmoid of a gate), so a linear value is "
             "used where the activated one is meant.",
