@@ -28,8 +28,7 @@ import sysconfig
 from pathlib import Path
 
 from .. import rules
-from ..room.zygote import HANDED_IN  # noqa: F401 - the sandbox's paths, where the zygote expects them
-from ..room.zygote import SUBMISSION as INSIDE
+from ..room.zygote import HANDED_IN, SUBMISSION as INSIDE   # the sandbox's paths, where the zygote expects them
 PKG = Path(__file__).resolve().parent.parent      # the attn_drill package
 MAX_TASKS = 256                                   # processes and threads in one sandbox
 CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")   # cgroup v1's pids hierarchy, or the v2 tree
@@ -104,7 +103,7 @@ def command(scratch: Path) -> tuple[list[str], dict]:
         if os.path.isdir(hidden) and hidden.startswith(str(PKG) + os.sep):
             args += ["--tmpfs", hidden]                 # ...or, in an installed wheel, is hidden here
     # the host's copy is never writable inside: a link or file planted there cannot redirect the next
-    # copy; the code writes to an in-memory /submission the zygote fills from it (room/zygote.stage)
+    # copy; the code writes to an in-memory /submission the zygote fills from it (room/zygote._stage)
     args += ["--ro-bind", str(scratch), HANDED_IN, "--size", str(SUBMISSION_BYTES), "--tmpfs", INSIDE,
              "--chdir", INSIDE]
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp",
