@@ -594,11 +594,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "评测 {everyone} 名学生中的 {n} 名{where}，题目 {problems}，{workers} 个并行进程，种子 {seed}"),
     "grade.shard": (", shard {i}/{n}", "，分片 {i}/{n}"),
     "grade.isolation": ("isolation:", "隔离："),
-    "grade.sandboxed": ("OS sandbox (bubblewrap): no network, read-only system, only the student's copy writable, "
-                        "private /proc and a private /tmp counted in the memory limit, at most 256 processes, every "
-                        "process of a student ended before each copy of their files and when their grading ends",
-                        "操作系统沙箱（bubblewrap）：无网络，系统只读，只有学生的副本可写，私有的 /proc，私有的 /tmp 计入内存上限，"
-                        "最多 256 个进程；每次复制学生文件之前以及评测结束时，结束该学生的所有进程"),
+    "grade.sandboxed": ("OS sandbox (bubblewrap): no network, read-only system, only the student's copy writable "
+                        "(in memory, at most 128 MiB, made afresh for each problem), private /proc and a private /tmp "
+                        "counted in the memory limit, at most 256 processes, every process of a student ended before "
+                        "each problem and when their grading ends",
+                        "操作系统沙箱（bubblewrap）：无网络，系统只读，只有学生的副本可写（在内存中，最多 128 MiB，每道题重新生成），"
+                        "私有的 /proc，私有的 /tmp 计入内存上限，最多 256 个进程；每道题之前以及评测结束时，结束该学生的所有进程"),
     "grade.not_sandboxed": ("NO OS SANDBOX ({why}), as --no-sandbox asks. Each grading is a process of its own whose "
                             "Python-level guards refuse, to the student's code, other folders, new processes, sockets "
                             "and native libraries. NOT protected: files anywhere you can write, written by native "
